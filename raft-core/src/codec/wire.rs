@@ -1,0 +1,1 @@
+//! The RPC wire codec: requests and responses as versioned, length-checked frames.

@@ -1,0 +1,173 @@
+//! Protocol configuration: membership, timers (decisions D7), batching and queue bounds, and the
+//! switches the tests flip (pre-vote, check-quorum, stickiness).
+//!
+//! Config is parsed, not validated: [`Config::validate`] turns it into a [`ValidatedConfig`],
+//! the only form the protocol accepts, so a replica can never run with an unsafe combination.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use crate::types::ReplicaId;
+
+/// Everything a replica needs to know before it starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// This replica.
+    pub id: ReplicaId,
+    /// The voter set. An observer is any replica not in it.
+    pub voters: BTreeSet<ReplicaId>,
+    /// Observers the replicas know of (observers may also appear by fetching).
+    pub observers: BTreeSet<ReplicaId>,
+    /// Base election timeout `T`; each wait is drawn from `[T, 2T)`.
+    pub election_timeout: Duration,
+    /// A follower that has not had a successful fetch for this long starts an election.
+    pub fetch_timeout: Duration,
+    /// Longest time the leader parks a fetch waiting for news (long poll).
+    pub fetch_max_wait: Duration,
+    /// Deadline of every outgoing request.
+    pub request_timeout: Duration,
+    /// Pause after a failed request before retrying the same peer.
+    pub retry_backoff: Duration,
+    /// Upper bound of the staggered election backoff after an EndQuorumEpoch.
+    pub election_backoff_max: Duration,
+    /// How long the leader lingers to batch proposals before appending them.
+    pub append_linger: Duration,
+    /// A batch is appended at once when it reaches this many records.
+    pub batch_records_max: u32,
+    /// A batch is appended at once when it reaches this many payload bytes.
+    pub batch_bytes_max: u32,
+    /// Records per fetch response are bounded by this many encoded bytes.
+    pub fetch_bytes_max: u32,
+    /// Proposals accepted but not yet committed, at most; more are refused with `QueueFull`.
+    pub pending_proposals_max: u32,
+    /// Largest single payload a proposal may carry.
+    pub payload_bytes_max: u32,
+    /// Ask for pre-votes before raising the epoch (KIP-996, D2).
+    pub pre_vote: bool,
+    /// A leader without fetches from a majority for 1.5 x fetch timeout resigns (D5).
+    pub check_quorum: bool,
+    /// Followers that heard from the leader recently refuse votes for others (D3).
+    pub sticky_votes: bool,
+}
+
+impl Config {
+    /// A configuration with the defaults of decisions D7 for replica `id` among `voters`.
+    pub fn new(id: ReplicaId, voters: impl IntoIterator<Item = ReplicaId>) -> Config {
+        Config {
+            id,
+            voters: voters.into_iter().collect(),
+            observers: BTreeSet::new(),
+            election_timeout: Duration::from_millis(1000),
+            fetch_timeout: Duration::from_millis(2000),
+            fetch_max_wait: Duration::from_millis(500),
+            request_timeout: Duration::from_millis(2000),
+            retry_backoff: Duration::from_millis(20),
+            election_backoff_max: Duration::from_millis(1000),
+            append_linger: Duration::from_millis(0),
+            batch_records_max: 512,
+            batch_bytes_max: 1 << 20,
+            fetch_bytes_max: 1 << 20,
+            pending_proposals_max: 16 * 1024,
+            payload_bytes_max: 1 << 20,
+            pre_vote: true,
+            check_quorum: true,
+            sticky_votes: true,
+        }
+    }
+
+    /// Checks every rule a safe and live replica needs.
+    pub fn validate(self) -> Result<ValidatedConfig, ConfigError> {
+        if self.voters.is_empty() {
+            return Err(ConfigError::NoVoters);
+        }
+        if let Some(both) = self.voters.intersection(&self.observers).next() {
+            return Err(ConfigError::VoterIsObserver(*both));
+        }
+        let nonzero = [
+            ("election_timeout", self.election_timeout),
+            ("fetch_timeout", self.fetch_timeout),
+            ("request_timeout", self.request_timeout),
+        ];
+        for (field, value) in nonzero {
+            if value.is_zero() {
+                return Err(ConfigError::Zero(field));
+            }
+        }
+        // KIP-1236: a follower must be able to sit through two long polls without timing out.
+        if self.fetch_timeout < self.fetch_max_wait * 2 {
+            return Err(ConfigError::FetchTimeoutTooShort {
+                fetch_timeout: self.fetch_timeout,
+                fetch_max_wait: self.fetch_max_wait,
+            });
+        }
+        if self.batch_records_max == 0 || self.pending_proposals_max == 0 {
+            return Err(ConfigError::Zero("batch_records_max / pending_proposals_max"));
+        }
+        if self.fetch_bytes_max < self.payload_bytes_max + crate::codec::RECORD_HEADER_LEN as u32
+        {
+            return Err(ConfigError::FetchSmallerThanRecord);
+        }
+        Ok(ValidatedConfig(self))
+    }
+}
+
+/// A configuration that passed [`Config::validate`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValidatedConfig(Config);
+
+impl std::ops::Deref for ValidatedConfig {
+    type Target = Config;
+    fn deref(&self) -> &Config {
+        &self.0
+    }
+}
+
+impl ValidatedConfig {
+    /// Whether this replica votes.
+    pub fn is_voter(&self) -> bool {
+        self.0.voters.contains(&self.0.id)
+    }
+
+    /// Votes needed for a majority of the voter set.
+    pub fn majority(&self) -> usize {
+        self.0.voters.len() / 2 + 1
+    }
+
+    /// The check-quorum window: 1.5 x fetch timeout (D5).
+    pub fn check_quorum_timeout(&self) -> Duration {
+        self.0.fetch_timeout * 3 / 2
+    }
+
+    /// The original configuration.
+    pub fn into_inner(self) -> Config {
+        self.0
+    }
+}
+
+/// Why a configuration was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The voter set is empty.
+    #[error("the voter set is empty")]
+    NoVoters,
+    /// A replica is listed as both voter and observer.
+    #[error("replica {0} is listed as both voter and observer")]
+    VoterIsObserver(ReplicaId),
+    /// A duration or count that must be positive is zero.
+    #[error("{0} must be greater than zero")]
+    Zero(&'static str),
+    /// `fetch_timeout < 2 x fetch_max_wait`.
+    #[error(
+        "fetch_timeout ({fetch_timeout:?}) must be at least twice fetch_max_wait ({fetch_max_wait:?})"
+    )]
+    FetchTimeoutTooShort {
+        /// The configured fetch timeout.
+        fetch_timeout: Duration,
+        /// The configured long-poll wait.
+        fetch_max_wait: Duration,
+    },
+    /// A fetch response could not carry the largest allowed record.
+    #[error("fetch_bytes_max must hold at least one record of payload_bytes_max")]
+    FetchSmallerThanRecord,
+}

@@ -1,0 +1,191 @@
+//! The async traits the outside world implements: the log, the durable election state, the
+//! transport, and the state machine. They mention only core types, so a storage crate and a
+//! transport crate never need to know each other.
+//!
+//! The driver ([`crate::driver`]) is the only caller of these traits. Each trait documents what
+//! the driver may assume when a call returns; the conformance suites in `raft_core::testing`
+//! check those promises for every backend.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::message::{Request, Response};
+use crate::types::{ElectionState, Epoch, Offset, OffsetAndEpoch, Record, ReplicaId};
+
+/// Where an epoch starts in the log: the offset of its first record. The list of these, in
+/// ascending order, is the log's epoch history (Kafka's leader-epoch cache), used to answer
+/// "where does epoch `e` end" for diverging-epoch checks.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct EpochStart {
+    /// The epoch.
+    pub epoch: Epoch,
+    /// The offset of its first record.
+    pub start: Offset,
+}
+
+/// What the driver learns about a log when it opens it.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct LogState {
+    /// The first offset still present (0 unless a prefix was purged).
+    pub start: Offset,
+    /// The end offset (exclusive) and the epoch of the last record (epoch 0 when empty).
+    pub end: OffsetAndEpoch,
+    /// The epoch history, ascending by epoch and by start offset, restricted to `[start, end)`.
+    pub epochs: Vec<EpochStart>,
+}
+
+/// A storage failure. After a failed write or sync a backend is poisoned and returns
+/// [`StorageError::Poisoned`] from every later call: an fsync is never retried.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StorageError {
+    /// An I/O error from the engine.
+    #[error("storage i/o failed: {0}")]
+    Io(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A record failed its checksum or could not be decoded.
+    #[error("corrupt record at offset {offset}: {source}")]
+    Corrupt {
+        /// Where the bad record is.
+        offset: Offset,
+        /// What was wrong with it.
+        #[source]
+        source: crate::codec::DecodeError,
+    },
+    /// A write or sync failed earlier; the store refuses all further work.
+    #[error("storage is poisoned by an earlier failure: {0}")]
+    Poisoned(String),
+    /// The caller broke the contract (a gap in appended offsets, a range outside the log).
+    #[error("invalid storage call: {0}")]
+    Invalid(String),
+    /// The data directory was written by an incompatible format version or another cluster.
+    #[error("incompatible data: {0}")]
+    Incompatible(String),
+}
+
+/// The replicated log.
+///
+/// Records are appended at the end, contiguously. The driver never appends a record whose offset
+/// is not the current end offset.
+#[async_trait]
+pub trait LogStore: Send + Sync + 'static {
+    /// The log's extent and epoch history, as of the last durable state plus anything appended
+    /// since by this process.
+    async fn state(&self) -> Result<LogState, StorageError>;
+
+    /// Appends `records` (contiguous, starting at the end offset) and returns once they are
+    /// durable. Concurrent calls may share one sync (group commit).
+    async fn append(&self, records: &[Record]) -> Result<(), StorageError>;
+
+    /// Reads records in `[from, to)`, stopping early once `max_bytes` of encoded records have
+    /// been collected (at least one record is returned when the range is not empty).
+    async fn read(&self, from: Offset, to: Offset, max_bytes: u64)
+        -> Result<Vec<Record>, StorageError>;
+
+    /// Removes every record at or after `end`, durably, before returning.
+    async fn truncate(&self, end: Offset) -> Result<(), StorageError>;
+
+    /// Removes every record before `start` (snapshots make this safe); may be lazy on disk.
+    async fn purge(&self, start: Offset) -> Result<(), StorageError>;
+}
+
+/// The durable election state (KRaft's `quorum-state` file).
+#[async_trait]
+pub trait ElectionStore: Send + Sync + 'static {
+    /// The last saved state, or `None` for a new replica.
+    async fn load(&self) -> Result<Option<ElectionState>, StorageError>;
+
+    /// Saves `state` atomically and durably: after a crash, `load` returns this state or the one
+    /// before it, never a mix.
+    async fn save(&self, state: &ElectionState) -> Result<(), StorageError>;
+}
+
+/// A transport failure for one RPC.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// The peer id is not configured.
+    #[error("unknown peer {0}")]
+    UnknownPeer(ReplicaId),
+    /// No connection could be established or it was lost mid-call.
+    #[error("peer {peer} unreachable: {reason}")]
+    Unreachable {
+        /// The peer.
+        peer: ReplicaId,
+        /// Why.
+        reason: String,
+    },
+    /// The deadline passed before a response arrived.
+    #[error("rpc to {0} timed out")]
+    Timeout(ReplicaId),
+    /// A frame could not be encoded or decoded.
+    #[error("bad frame from {peer}: {source}")]
+    Codec {
+        /// The peer.
+        peer: ReplicaId,
+        /// What was wrong.
+        #[source]
+        source: crate::codec::DecodeError,
+    },
+    /// The transport is shut down.
+    #[error("transport is closed")]
+    Closed,
+}
+
+/// Handles RPCs that arrive from peers. The driver implements it; a transport calls it for every
+/// inbound request and sends back what it returns.
+#[async_trait]
+pub trait RequestHandler: Send + Sync + 'static {
+    /// Answers one request from `from` (the authenticated peer id).
+    async fn handle(&self, from: ReplicaId, request: Request) -> Response;
+}
+
+/// Request/response RPCs between replicas.
+#[async_trait]
+pub trait Transport: Send + Sync + 'static {
+    /// Starts serving inbound RPCs with `handler`. Called once by the driver before any `call`.
+    async fn serve(&self, handler: Arc<dyn RequestHandler>) -> Result<(), TransportError>;
+
+    /// Sends `request` to `to` and waits at most `timeout` for the response. Many calls may be
+    /// in flight at once, to one peer or many; none blocks another.
+    async fn call(
+        &self,
+        to: ReplicaId,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Response, TransportError>;
+
+    /// Stops serving and closes connections.
+    async fn close(&self);
+}
+
+/// A failure of the user's state machine. Applying is not allowed to fail for a valid record, so
+/// this stops the driver: the replica would otherwise diverge from the others.
+#[derive(Debug, thiserror::Error)]
+#[error("state machine failed at offset {offset}: {reason}")]
+pub struct StateMachineError {
+    /// The record that could not be applied.
+    pub offset: Offset,
+    /// Why.
+    pub reason: String,
+}
+
+/// The user's replicated state machine. It sees every committed record in offset order, each
+/// exactly once per process lifetime (after a restart it is replayed from its own
+/// [`StateMachine::applied`] offset). Control records ([`crate::RecordKind::LeaderChange`])
+/// carry no client data: the state machine only notes their offset.
+#[async_trait]
+pub trait StateMachine: Send + Sync + 'static {
+    /// Where to resume: the offset after the last record applied (0 for a fresh one).
+    async fn applied(&self) -> Offset;
+
+    /// Applies committed records in order and pushes one response per record to `responses`
+    /// (handed to the proposer, if it is waiting on this replica; empty for control records).
+    async fn apply(
+        &self,
+        records: &[Record],
+        responses: &mut Vec<Bytes>,
+    ) -> Result<(), StateMachineError>;
+}

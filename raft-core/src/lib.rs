@@ -1,0 +1,24 @@
+//! # raft-core
+//!
+//! The KRaft protocol (KIP-595: pull replication, epochs, BeginQuorumEpoch/EndQuorumEpoch,
+//! observers) with Pre-Vote and check-quorum (KIP-996) and linearizable reads on any replica
+//! (the follower-read half of KIP-650), in three layers:
+//!
+//! * [`protocol`]: the sans-IO state machine of one replica. No clock, no I/O, no ambient
+//!   randomness: time and every event are inputs, every effect is an output.
+//! * [`io`]: the async traits storage, transport and state machine implement.
+//! * [`driver`] (feature `driver`, on by default): the tokio task that runs the protocol over the
+//!   `io` traits; what a library user embeds.
+//!
+//! The wire and disk formats live in [`codec`] as pure functions.
+#![warn(missing_docs)]
+
+pub mod codec;
+pub mod config;
+pub mod io;
+pub mod message;
+pub mod protocol;
+pub mod types;
+
+pub use config::{Config, ConfigError, ValidatedConfig};
+pub use types::{ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId, Role};

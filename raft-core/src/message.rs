@@ -1,0 +1,305 @@
+//! The RPCs replicas exchange, as request/response pairs (KIP-595 shapes, our own fields and
+//! codec; see `docs/spec-deviations.md`).
+//!
+//! Every response carries the responder's epoch and the leader it knows, so that a replica that
+//! is behind catches up from any answer, including a refusal.
+
+use std::time::Duration;
+
+use crate::types::{Epoch, Offset, OffsetAndEpoch, Record, ReplicaId};
+
+/// Correlates a response with its request. Chosen by the sender, unique per sender.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct RequestId(pub u64);
+
+/// A number the leader raises to start a read-confirmation round (decisions D6). Followers echo
+/// the highest barrier they have seen in their next Fetch.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+pub struct ReadBarrier(pub u64);
+
+/// Error codes carried in responses. Small, closed, and mapped one-to-one by the codec.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// The request's epoch is older than the receiver's (`FENCED_LEADER_EPOCH`).
+    FencedLeaderEpoch,
+    /// The request's epoch is newer than the receiver's (`UNKNOWN_LEADER_EPOCH`).
+    UnknownLeaderEpoch,
+    /// A leader-only request reached a replica that does not lead (`NOT_LEADER_OR_FOLLOWER`).
+    NotLeader,
+    /// The request is malformed: impossible offsets or epochs (`INVALID_REQUEST`).
+    InvalidRequest,
+    /// The sender is not a member this receiver knows.
+    UnknownReplica,
+    /// The request named another replica as its receiver (`INVALID_VOTER_KEY`).
+    WrongReceiver,
+    /// The receiver is shutting down (`BROKER_NOT_AVAILABLE`).
+    ShuttingDown,
+    /// A read could not be confirmed in time (`REQUEST_TIMED_OUT`); retriable.
+    RequestTimedOut,
+}
+
+/// Vote and pre-vote (KIP-996, decisions D2/D3).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct VoteRequest {
+    /// For a standard vote, the candidate's epoch. For a pre-vote, the epoch the sender proposes
+    /// to campaign in (its epoch + 1); the receiver's state is not touched either way (D2).
+    pub epoch: Epoch,
+    /// The replica asking.
+    pub candidate: ReplicaId,
+    /// The replica asked (KRaft's `VoterId`); a mismatch is `WrongReceiver`.
+    pub voter: ReplicaId,
+    /// The sender's log end offset and the epoch of its last record.
+    pub last: OffsetAndEpoch,
+    /// A pre-vote asks "would you vote for me" without changing anything.
+    pub pre_vote: bool,
+    /// The leader of the sender's previous epoch invited this election (EndQuorumEpoch or a
+    /// leadership transfer): sticky followers grant it anyway (D3).
+    pub leader_invited: bool,
+}
+
+/// The answer to a [`VoteRequest`].
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct VoteResponse {
+    /// Why the request was refused outright, if it was.
+    pub error: Option<ErrorCode>,
+    /// The responder's epoch.
+    pub epoch: Epoch,
+    /// The leader the responder knows in `epoch`.
+    pub leader: Option<ReplicaId>,
+    /// Whether the (pre-)vote was granted.
+    pub granted: bool,
+}
+
+/// A new leader announces itself to a voter; resent to voters that have not fetched recently.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct BeginQuorumEpochRequest {
+    /// The leader's epoch.
+    pub epoch: Epoch,
+    /// The leader.
+    pub leader: ReplicaId,
+    /// The receiver.
+    pub voter: ReplicaId,
+}
+
+/// The answer to a [`BeginQuorumEpochRequest`], [`EndQuorumEpochRequest`] and others that carry
+/// no payload of their own.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct EpochResponse {
+    /// Why the request was refused, if it was.
+    pub error: Option<ErrorCode>,
+    /// The responder's epoch.
+    pub epoch: Epoch,
+    /// The leader the responder knows in `epoch`.
+    pub leader: Option<ReplicaId>,
+}
+
+/// A resigning leader tells voters to elect a successor now.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct EndQuorumEpochRequest {
+    /// The resigning leader's epoch.
+    pub epoch: Epoch,
+    /// The resigning leader.
+    pub leader: ReplicaId,
+    /// Voters ordered by descending fetch offset; the first starts its election at once.
+    pub preferred_successors: Vec<ReplicaId>,
+}
+
+/// A follower or observer pulls records from the leader. Its fetch offset is an acknowledgement:
+/// everything below it is durable on the fetcher (decisions D4).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct FetchRequest {
+    /// The fetcher's epoch (`CurrentLeaderEpoch`).
+    pub epoch: Epoch,
+    /// The fetcher.
+    pub replica: ReplicaId,
+    /// The fetcher's log end offset: the first record it wants.
+    pub fetch_offset: Offset,
+    /// The epoch of the fetcher's last record (0 for an empty log).
+    pub last_fetched_epoch: Epoch,
+    /// The fetcher's high watermark; the leader answers at once when it is behind (KIP-1166).
+    pub high_watermark: Option<Offset>,
+    /// The highest read barrier the fetcher has seen from this leader (D6).
+    pub read_barrier: ReadBarrier,
+    /// How long the leader may park the request waiting for news.
+    pub max_wait: Duration,
+    /// Upper bound on the records' encoded size in the response (at least one record is sent).
+    pub max_bytes: u32,
+}
+
+/// The answer to a [`FetchRequest`].
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct FetchResponse {
+    /// Why the request was refused, if it was.
+    pub error: Option<ErrorCode>,
+    /// The responder's epoch.
+    pub epoch: Epoch,
+    /// The leader the responder knows in `epoch`.
+    pub leader: Option<ReplicaId>,
+    /// The leader's high watermark (absent until it has committed in its epoch).
+    pub high_watermark: Option<Offset>,
+    /// Set when the fetcher's log diverges: truncate to this epoch's end offset, then refetch.
+    pub diverging: Option<OffsetAndEpoch>,
+    /// Records from the fetch offset, in order, contiguous.
+    pub records: Vec<Record>,
+    /// The leader's current read barrier; the fetcher echoes it in its next Fetch.
+    pub read_barrier: ReadBarrier,
+}
+
+/// Asks the leader for its view of the quorum.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct DescribeQuorumRequest {}
+
+/// The replication state of one replica as the leader sees it.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ReplicaProgress {
+    /// The replica.
+    pub replica: ReplicaId,
+    /// Its last acknowledged fetch offset (the leader's own durable end offset for itself).
+    pub end_offset: Option<Offset>,
+    /// Nanoseconds of core time since its last valid fetch, if it ever fetched.
+    pub since_last_fetch: Option<Duration>,
+}
+
+/// The answer to a [`DescribeQuorumRequest`].
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct DescribeQuorumResponse {
+    /// `NotLeader` unless the responder leads.
+    pub error: Option<ErrorCode>,
+    /// The responder's epoch.
+    pub epoch: Epoch,
+    /// The leader the responder knows.
+    pub leader: Option<ReplicaId>,
+    /// The leader's high watermark.
+    pub high_watermark: Option<Offset>,
+    /// Every voter's progress.
+    pub voters: Vec<ReplicaProgress>,
+    /// Every observer that fetched recently.
+    pub observers: Vec<ReplicaProgress>,
+}
+
+/// A follower or observer asks the leader for a read offset on behalf of `read_count` reads
+/// (decisions D6). Leader-only, batched.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ReadIndexRequest {
+    /// The sender's epoch.
+    pub epoch: Epoch,
+    /// The sender.
+    pub replica: ReplicaId,
+    /// How many client reads this request stands for (for metrics; one round serves them all).
+    pub read_count: u32,
+}
+
+/// The answer to a [`ReadIndexRequest`].
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ReadIndexResponse {
+    /// Why no read offset was given.
+    pub error: Option<ErrorCode>,
+    /// The responder's epoch.
+    pub epoch: Epoch,
+    /// The leader the responder knows.
+    pub leader: Option<ReplicaId>,
+    /// The confirmed read offset: serve once applied through it (exclusive).
+    pub read_offset: Option<Offset>,
+}
+
+/// Every request.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Request {
+    /// Vote or pre-vote.
+    Vote(VoteRequest),
+    /// A new leader announces itself.
+    BeginQuorumEpoch(BeginQuorumEpochRequest),
+    /// A leader resigns.
+    EndQuorumEpoch(EndQuorumEpochRequest),
+    /// Pull replication.
+    Fetch(FetchRequest),
+    /// Quorum introspection.
+    DescribeQuorum(DescribeQuorumRequest),
+    /// A read offset for follower reads.
+    ReadIndex(ReadIndexRequest),
+}
+
+/// Every response.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Response {
+    /// To a Vote.
+    Vote(VoteResponse),
+    /// To a BeginQuorumEpoch.
+    BeginQuorumEpoch(EpochResponse),
+    /// To an EndQuorumEpoch.
+    EndQuorumEpoch(EpochResponse),
+    /// To a Fetch.
+    Fetch(FetchResponse),
+    /// To a DescribeQuorum.
+    DescribeQuorum(DescribeQuorumResponse),
+    /// To a ReadIndex.
+    ReadIndex(ReadIndexResponse),
+}
+
+impl Request {
+    /// The name of the RPC, for metrics and traces.
+    pub fn kind(&self) -> RpcKind {
+        match self {
+            Request::Vote(_) => RpcKind::Vote,
+            Request::BeginQuorumEpoch(_) => RpcKind::BeginQuorumEpoch,
+            Request::EndQuorumEpoch(_) => RpcKind::EndQuorumEpoch,
+            Request::Fetch(_) => RpcKind::Fetch,
+            Request::DescribeQuorum(_) => RpcKind::DescribeQuorum,
+            Request::ReadIndex(_) => RpcKind::ReadIndex,
+        }
+    }
+}
+
+impl Response {
+    /// The name of the RPC, for metrics and traces.
+    pub fn kind(&self) -> RpcKind {
+        match self {
+            Response::Vote(_) => RpcKind::Vote,
+            Response::BeginQuorumEpoch(_) => RpcKind::BeginQuorumEpoch,
+            Response::EndQuorumEpoch(_) => RpcKind::EndQuorumEpoch,
+            Response::Fetch(_) => RpcKind::Fetch,
+            Response::DescribeQuorum(_) => RpcKind::DescribeQuorum,
+            Response::ReadIndex(_) => RpcKind::ReadIndex,
+        }
+    }
+
+    /// The responder's epoch and known leader, common to every response.
+    pub fn epoch_and_leader(&self) -> (Epoch, Option<ReplicaId>) {
+        match self {
+            Response::Vote(r) => (r.epoch, r.leader),
+            Response::BeginQuorumEpoch(r) | Response::EndQuorumEpoch(r) => (r.epoch, r.leader),
+            Response::Fetch(r) => (r.epoch, r.leader),
+            Response::DescribeQuorum(r) => (r.epoch, r.leader),
+            Response::ReadIndex(r) => (r.epoch, r.leader),
+        }
+    }
+
+    /// The error code, common to every response.
+    pub fn error(&self) -> Option<ErrorCode> {
+        match self {
+            Response::Vote(r) => r.error,
+            Response::BeginQuorumEpoch(r) | Response::EndQuorumEpoch(r) => r.error,
+            Response::Fetch(r) => r.error,
+            Response::DescribeQuorum(r) => r.error,
+            Response::ReadIndex(r) => r.error,
+        }
+    }
+}
+
+/// The RPC types, for metrics.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum RpcKind {
+    /// Vote and pre-vote.
+    Vote,
+    /// BeginQuorumEpoch.
+    BeginQuorumEpoch,
+    /// EndQuorumEpoch.
+    EndQuorumEpoch,
+    /// Fetch.
+    Fetch,
+    /// DescribeQuorum.
+    DescribeQuorum,
+    /// ReadIndex.
+    ReadIndex,
+}

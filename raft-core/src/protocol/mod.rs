@@ -1,0 +1,1 @@
+//! The sans-IO protocol state machine of one replica.

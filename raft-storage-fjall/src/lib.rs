@@ -1,0 +1,2 @@
+//! The raft-core log and election-state traits on `fjall`.
+#![warn(missing_docs)]
