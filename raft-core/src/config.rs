@@ -101,10 +101,11 @@ impl Config {
             });
         }
         if self.batch_records_max == 0 || self.pending_proposals_max == 0 {
-            return Err(ConfigError::Zero("batch_records_max / pending_proposals_max"));
+            return Err(ConfigError::Zero(
+                "batch_records_max / pending_proposals_max",
+            ));
         }
-        if self.fetch_bytes_max < self.payload_bytes_max + crate::codec::RECORD_HEADER_LEN as u32
-        {
+        if self.fetch_bytes_max < self.payload_bytes_max + crate::codec::RECORD_HEADER_LEN as u32 {
             return Err(ConfigError::FetchSmallerThanRecord);
         }
         Ok(ValidatedConfig(self))

@@ -81,8 +81,12 @@ pub trait LogStore: Send + Sync + 'static {
 
     /// Reads records in `[from, to)`, stopping early once `max_bytes` of encoded records have
     /// been collected (at least one record is returned when the range is not empty).
-    async fn read(&self, from: Offset, to: Offset, max_bytes: u64)
-        -> Result<Vec<Record>, StorageError>;
+    async fn read(
+        &self,
+        from: Offset,
+        to: Offset,
+        max_bytes: u64,
+    ) -> Result<Vec<Record>, StorageError>;
 
     /// Removes every record at or after `end`, durably, before returning.
     async fn truncate(&self, end: Offset) -> Result<(), StorageError>;

@@ -16,9 +16,16 @@
 pub mod codec;
 pub mod config;
 pub mod io;
+pub mod mem;
 pub mod message;
 pub mod protocol;
+#[cfg(any(test, feature = "testing"))]
+pub mod sim;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod types;
 
 pub use config::{Config, ConfigError, ValidatedConfig};
-pub use types::{ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId, Role};
+pub use types::{
+    ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId, Role,
+};

@@ -110,7 +110,10 @@ pub struct Instant(pub u64);
 impl Instant {
     /// The instant `d` after `self`, saturating.
     pub fn plus(self, d: Duration) -> Instant {
-        Instant(self.0.saturating_add(d.as_nanos().min(u64::MAX as u128) as u64))
+        Instant(
+            self.0
+                .saturating_add(d.as_nanos().min(u64::MAX as u128) as u64),
+        )
     }
 
     /// The time elapsed from `earlier` to `self`, zero if `earlier` is later.
@@ -120,7 +123,10 @@ impl Instant {
 
     /// The instant `d` before `self`, saturating at zero.
     pub fn minus(self, d: Duration) -> Instant {
-        Instant(self.0.saturating_sub(d.as_nanos().min(u64::MAX as u128) as u64))
+        Instant(
+            self.0
+                .saturating_sub(d.as_nanos().min(u64::MAX as u128) as u64),
+        )
     }
 
     /// Never: later than every real deadline.

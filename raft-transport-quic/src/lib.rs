@@ -1,2 +1,749 @@
 //! Peer RPCs over QUIC with mutual TLS, implementing `raft_core::io::Transport`.
+//!
+//! * One QUIC connection per peer, dialled on first use, kept open by keep-alives and redialled
+//!   with exponential backoff after it is lost. An inbound connection from a peer is reused for
+//!   calls to it, so two replicas that talk both ways normally share one connection.
+//! * Each RPC is one bidirectional stream: the request frame, the response frame, done. A large
+//!   Fetch response therefore never delays a Vote on another stream.
+//! * A frame on a stream is a little-endian `u32` length and then that many bytes of
+//!   `raft_core::codec::wire` frame. Frames above [`QuicConfig::frame_bytes_max`] are refused
+//!   on the stream (typed error, counted) and the connection stays usable.
+//! * Mutual TLS 1.3, always, with the ring provider. Each node's certificate names its replica
+//!   in a DNS SAN `replica-<id>.raft` ([`certs`]); see [`certs`] for the scheme.
+//!
+//! Building a transport from a config and certificates:
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), raft_transport_quic::SetupError> {
+//! use std::collections::BTreeMap;
+//! use raft_core::ReplicaId;
+//! use raft_transport_quic::{certs, QuicConfig, QuicTransport, TlsMaterial};
+//!
+//! let ca = certs::generate_ca().expect("ca");
+//! let node = certs::generate_node(&ca, ReplicaId(1)).expect("node cert");
+//! let tls = TlsMaterial { ca_cert_pem: ca.cert_pem, cert_pem: node.cert_pem, key_pem: node.key_pem };
+//! let peers = BTreeMap::from([(ReplicaId(2), "10.0.0.2:7000".parse().unwrap())]);
+//! let config = QuicConfig::new(ReplicaId(1), "0.0.0.0:7000".parse().unwrap(), peers, tls);
+//! let transport = QuicTransport::bind(config)?;
+//! // transport.serve(handler).await, then transport.call(...)
+//! # Ok(()) }
+//! ```
 #![warn(missing_docs)]
+
+pub mod certs;
+mod config;
+mod metrics;
+mod tls;
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::{BufMut, Bytes, BytesMut};
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use quinn::{Connection, ConnectionError, RecvStream, SendStream, VarInt};
+
+use tokio::task::JoinHandle;
+
+use raft_core::codec::wire::{self, FrameLimits};
+use raft_core::codec::DecodeError;
+use raft_core::io::{RequestHandler, Transport, TransportError};
+use raft_core::message::{Request, Response};
+use raft_core::ReplicaId;
+
+pub use config::{QuicConfig, TlsMaterial};
+pub use metrics::{
+    ErrorCounts, ErrorKind, LatencySnapshot, MetricsSnapshot, RpcCounts, LATENCY_BOUNDS_MICROS,
+};
+
+use metrics::Metrics;
+
+/// A transport that could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SetupError {
+    /// The TLS material is unusable.
+    #[error("tls setup failed: {0}")]
+    Tls(String),
+    /// The socket could not be bound or used.
+    #[error("socket setup failed: {0}")]
+    Io(#[from] std::io::Error),
+    /// The configuration is inconsistent.
+    #[error("invalid transport config: {0}")]
+    Config(String),
+}
+
+/// Stream and connection error codes this transport sends (QUIC application codes).
+mod code {
+    use quinn::VarInt;
+    /// The endpoint is shutting down.
+    pub const CLOSING: VarInt = VarInt::from_u32(0);
+    /// The request frame exceeded the receiver's limit.
+    pub const REQUEST_TOO_LARGE: VarInt = VarInt::from_u32(1);
+    /// The request frame could not be decoded.
+    pub const MALFORMED: VarInt = VarInt::from_u32(2);
+    /// The receiver does not serve yet.
+    pub const NOT_SERVING: VarInt = VarInt::from_u32(3);
+    /// The response would exceed the responder's limit.
+    pub const RESPONSE_TOO_LARGE: VarInt = VarInt::from_u32(4);
+}
+
+/// Bytes of the length prefix before every frame on a stream.
+const LEN_PREFIX: usize = 4;
+
+/// A QUIC transport endpoint: serves inbound RPCs and calls peers. Cheap to share behind an
+/// `Arc`; [`Transport::close`] shuts it down.
+pub struct QuicTransport {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    me: Weak<Inner>,
+    id: ReplicaId,
+    config: QuicConfig,
+    limits: FrameLimits,
+    local_addr: SocketAddr,
+    endpoint: Mutex<Option<quinn::Endpoint>>,
+    client_config: quinn::ClientConfig,
+    peers: HashMap<ReplicaId, Peer>,
+    handler: OnceLock<Arc<dyn RequestHandler>>,
+    closed: AtomicBool,
+    metrics: Arc<Metrics>,
+    accept_task: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct Peer {
+    addr: SocketAddr,
+    server_name: String,
+    slot: tokio::sync::Mutex<Slot>,
+}
+
+#[derive(Default)]
+struct Slot {
+    conn: Option<Connection>,
+    backoff: Duration,
+    retry_at: Option<tokio::time::Instant>,
+    ever_connected: bool,
+}
+
+/// Locks a std mutex, ignoring poisoning: the guarded values are replaced whole, never left
+/// half-updated.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(endpoint) = lock(&self.endpoint).take() {
+            endpoint.close(code::CLOSING, b"dropped");
+        }
+    }
+}
+
+impl QuicTransport {
+    /// Binds `config.listen` and starts accepting connections. Must run inside a tokio runtime.
+    pub fn bind(config: QuicConfig) -> Result<QuicTransport, SetupError> {
+        let socket = UdpSocket::bind(config.listen)?;
+        Self::with_socket(config, socket)
+    }
+
+    /// Like [`QuicTransport::bind`] over an already bound socket (`config.listen` is ignored).
+    pub fn with_socket(config: QuicConfig, socket: UdpSocket) -> Result<QuicTransport, SetupError> {
+        if config.peers.contains_key(&config.id) {
+            return Err(SetupError::Config(format!(
+                "{} is listed as its own peer",
+                config.id
+            )));
+        }
+        if config.frame_bytes_max > u32::MAX as usize || config.frame_bytes_max < 64 {
+            return Err(SetupError::Config(
+                "frame_bytes_max must be in 64..=u32::MAX".into(),
+            ));
+        }
+        let metrics = Arc::new(Metrics::default());
+        let identity = tls::Identity::parse(&config.tls)?;
+        let peer_ids: Vec<ReplicaId> = config.peers.keys().copied().collect();
+        let server_tls = tls::server_config(&identity, config.id, peer_ids, metrics.clone())?;
+        let client_tls = tls::client_config(&identity)?;
+        let transport = Arc::new(transport_config(&config)?);
+
+        let server_crypto =
+            QuicServerConfig::try_from(server_tls).map_err(|e| SetupError::Tls(e.to_string()))?;
+        let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(server_crypto));
+        server_config.transport_config(transport.clone());
+        let client_crypto =
+            QuicClientConfig::try_from(client_tls).map_err(|e| SetupError::Tls(e.to_string()))?;
+        let mut client_config = quinn::ClientConfig::new(Arc::new(client_crypto));
+        client_config.transport_config(transport);
+
+        // The stateless-reset key derives from the node key, so a restarted node resets the
+        // connections its previous life left open and peers redial at once.
+        let seed = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, identity.key.secret_der());
+        let reset_secret = ring::hmac::sign(&seed, b"raft-transport-quic stateless reset");
+        let reset_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, reset_secret.as_ref());
+        let endpoint_config = quinn::EndpointConfig::new(Arc::new(reset_key));
+        let runtime = Arc::new(quinn::TokioRuntime);
+        let endpoint = quinn::Endpoint::new(endpoint_config, Some(server_config), socket, runtime)?;
+        let local_addr = endpoint.local_addr()?;
+
+        let peers = config
+            .peers
+            .iter()
+            .map(|(id, addr)| {
+                let peer = Peer {
+                    addr: *addr,
+                    server_name: certs::replica_dns_name(*id),
+                    slot: tokio::sync::Mutex::new(Slot::default()),
+                };
+                (*id, peer)
+            })
+            .collect();
+        let inner = Arc::new_cyclic(|me| Inner {
+            me: me.clone(),
+            id: config.id,
+            limits: config.frame_limits(),
+            config,
+            local_addr,
+            endpoint: Mutex::new(Some(endpoint.clone())),
+            client_config,
+            peers,
+            handler: OnceLock::new(),
+            closed: AtomicBool::new(false),
+            metrics,
+            accept_task: Mutex::new(None),
+        });
+        let task = tokio::spawn(accept_loop(endpoint, Arc::downgrade(&inner)));
+        *lock(&inner.accept_task) = Some(task);
+        Ok(QuicTransport { inner })
+    }
+
+    /// The address this endpoint listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.inner.local_addr
+    }
+
+    /// This endpoint's replica id.
+    pub fn id(&self) -> ReplicaId {
+        self.inner.id
+    }
+
+    /// A copy of the counters.
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.inner.metrics.snapshot()
+    }
+
+    /// Sends an already encoded request frame and returns the raw response frame, unchecked.
+    /// For tools and tests that need to put arbitrary bytes on the wire; [`Transport::call`] is
+    /// this plus the codec.
+    pub async fn call_frame(
+        &self,
+        to: ReplicaId,
+        frame: Bytes,
+        timeout: Duration,
+    ) -> Result<Bytes, TransportError> {
+        self.inner.call_frame(to, frame, timeout).await
+    }
+}
+
+fn transport_config(config: &QuicConfig) -> Result<quinn::TransportConfig, SetupError> {
+    let mut t = quinn::TransportConfig::default();
+    let idle = quinn::IdleTimeout::try_from(config.idle_timeout)
+        .map_err(|_| SetupError::Config("idle_timeout too large".into()))?;
+    t.max_idle_timeout(Some(idle));
+    t.keep_alive_interval(Some(config.keep_alive));
+    t.initial_rtt(config.initial_rtt);
+    t.max_concurrent_bidi_streams(VarInt::from_u32(config.streams_max));
+    t.max_concurrent_uni_streams(VarInt::from_u32(0));
+    // A whole maximal frame may be in flight on one stream, and several streams at once.
+    let frame = u32::try_from(config.frame_bytes_max + LEN_PREFIX).unwrap_or(u32::MAX);
+    t.stream_receive_window(VarInt::from_u32(frame));
+    t.receive_window(VarInt::from_u32(frame.saturating_mul(2)));
+    t.send_window(u64::from(frame) * 2);
+    Ok(t)
+}
+
+/// A failed exchange on one stream, before it is mapped to a [`TransportError`].
+enum StreamFailure {
+    /// The connection is gone; the call may be retried on a new one.
+    Connection(ConnectionError),
+    /// Anything else: final.
+    Final(TransportError),
+}
+
+impl Inner {
+    fn endpoint(&self) -> Result<quinn::Endpoint, TransportError> {
+        lock(&self.endpoint).clone().ok_or(TransportError::Closed)
+    }
+
+    fn fail(&self, e: TransportError) -> TransportError {
+        let kind = match &e {
+            TransportError::UnknownPeer(_) => ErrorKind::UnknownPeer,
+            TransportError::Timeout(_) => ErrorKind::Timeout,
+            TransportError::Codec {
+                source: DecodeError::TooLarge { .. },
+                ..
+            } => ErrorKind::FrameTooLarge,
+            TransportError::Codec {
+                source: DecodeError::UnsupportedVersion { .. },
+                ..
+            } => ErrorKind::VersionMismatch,
+            TransportError::Codec { .. } => ErrorKind::Malformed,
+            TransportError::Closed => return e,
+            _ => ErrorKind::Unreachable,
+        };
+        self.metrics.error(kind);
+        e
+    }
+
+    async fn call_frame(
+        &self,
+        to: ReplicaId,
+        frame: Bytes,
+        timeout: Duration,
+    ) -> Result<Bytes, TransportError> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(TransportError::Closed);
+        }
+        let Some(peer) = self.peers.get(&to) else {
+            return Err(self.fail(TransportError::UnknownPeer(to)));
+        };
+        if frame.len() > self.limits.frame_bytes_max {
+            let source = DecodeError::TooLarge {
+                what: "request frame",
+                len: frame.len() as u64,
+                limit: self.limits.frame_bytes_max as u64,
+            };
+            return Err(self.fail(TransportError::Codec { peer: to, source }));
+        }
+        let started = tokio::time::Instant::now();
+        match tokio::time::timeout(timeout, self.exchange(to, peer, frame)).await {
+            Ok(Ok(response)) => {
+                self.metrics.latency(started.elapsed());
+                Ok(response)
+            }
+            Ok(Err(e)) => Err(self.fail(e)),
+            Err(_) => Err(self.fail(TransportError::Timeout(to))),
+        }
+    }
+
+    /// One request on a stream, retried once on a fresh connection if the connection it used
+    /// turns out to be dead (Raft RPCs tolerate a duplicate).
+    async fn exchange(
+        &self,
+        to: ReplicaId,
+        peer: &Peer,
+        frame: Bytes,
+    ) -> Result<Bytes, TransportError> {
+        let mut last = None;
+        for _attempt in 0..2 {
+            let conn = self.connection(to, peer).await?;
+            match self.rpc_on(to, &conn, frame.clone()).await {
+                Ok(bytes) => return Ok(bytes),
+                Err(StreamFailure::Final(e)) => return Err(e),
+                Err(StreamFailure::Connection(e)) => {
+                    tracing::debug!(peer = %to, error = %e, "connection lost during a call");
+                    self.forget(peer, &conn).await;
+                    last = Some(e);
+                }
+            }
+        }
+        let reason = last.map_or_else(|| "connection lost".to_owned(), |e| e.to_string());
+        Err(TransportError::Unreachable { peer: to, reason })
+    }
+
+    async fn forget(&self, peer: &Peer, conn: &Connection) {
+        let mut slot = peer.slot.lock().await;
+        if slot
+            .conn
+            .as_ref()
+            .is_some_and(|c| c.stable_id() == conn.stable_id())
+        {
+            slot.conn = None;
+        }
+    }
+
+    /// A live connection to `to`: the cached one, or a new one dialled after any backoff.
+    async fn connection(&self, to: ReplicaId, peer: &Peer) -> Result<Connection, TransportError> {
+        let mut slot = peer.slot.lock().await;
+        if let Some(conn) = &slot.conn {
+            if conn.close_reason().is_none() {
+                return Ok(conn.clone());
+            }
+        }
+        slot.conn = None;
+        if let Some(at) = slot.retry_at {
+            tokio::time::sleep_until(at).await;
+        }
+        let endpoint = self.endpoint()?;
+        let unreachable = |reason: String| TransportError::Unreachable { peer: to, reason };
+        let connecting = endpoint
+            .connect_with(self.client_config.clone(), peer.addr, &peer.server_name)
+            .map_err(|e| unreachable(e.to_string()))?;
+        let result = tokio::time::timeout(self.config.connect_timeout, connecting).await;
+        let error = match result {
+            Ok(Ok(conn)) => {
+                self.metrics.dialled(slot.ever_connected);
+                slot.ever_connected = true;
+                slot.backoff = Duration::ZERO;
+                slot.retry_at = None;
+                slot.conn = Some(conn.clone());
+                tracing::debug!(replica = %self.id, peer = %to, "connected");
+                spawn_connection(conn.clone(), to, self.weak());
+                return Ok(conn);
+            }
+            Ok(Err(e)) => {
+                if is_tls_refusal(&e) {
+                    self.metrics.error(ErrorKind::TlsRefused);
+                    tracing::warn!(replica = %self.id, peer = %to, error = %e, "tls refused");
+                }
+                e.to_string()
+            }
+            Err(_) => "connect timed out".to_owned(),
+        };
+        let min = self.config.reconnect_backoff_min;
+        slot.backoff = (slot.backoff * 2).clamp(min, self.config.reconnect_backoff_max);
+        slot.retry_at = Some(tokio::time::Instant::now() + slot.backoff);
+        tracing::debug!(peer = %to, %error, backoff = ?slot.backoff, "connect failed");
+        Err(unreachable(error))
+    }
+
+    /// A weak handle on this value: background tasks hold only these, so that dropping the
+    /// transport closes the endpoint and ends them.
+    fn weak(&self) -> Weak<Inner> {
+        self.me.clone()
+    }
+
+    async fn rpc_on(
+        &self,
+        to: ReplicaId,
+        conn: &Connection,
+        frame: Bytes,
+    ) -> Result<Bytes, StreamFailure> {
+        let (mut send, mut recv) = conn.open_bi().await.map_err(StreamFailure::Connection)?;
+        let kind_len = frame.len();
+        let mut prefix = BytesMut::with_capacity(LEN_PREFIX);
+        prefix.put_u32_le(kind_len as u32);
+        let mut chunks = [prefix.freeze(), frame];
+        if let Err(e) = send.write_all_chunks(&mut chunks).await {
+            return Err(write_failure(to, e, kind_len));
+        }
+        self.metrics.bytes_sent(LEN_PREFIX + kind_len);
+        // The stream is ours and was just written; finishing cannot find it closed.
+        let _ = send.finish();
+        let response = read_frame(&mut recv, self.limits.frame_bytes_max).await;
+        match response {
+            Ok(bytes) => {
+                self.metrics.bytes_received(LEN_PREFIX + bytes.len());
+                Ok(bytes)
+            }
+            Err(ReadFailure::TooLarge(len)) => {
+                let _ = recv.stop(code::RESPONSE_TOO_LARGE);
+                let source = DecodeError::TooLarge {
+                    what: "response frame",
+                    len: len as u64,
+                    limit: self.limits.frame_bytes_max as u64,
+                };
+                Err(StreamFailure::Final(TransportError::Codec {
+                    peer: to,
+                    source,
+                }))
+            }
+            Err(ReadFailure::Read(e)) => Err(read_failure(to, e, kind_len)),
+        }
+    }
+}
+
+/// Why a frame could not be read from a stream.
+enum ReadFailure {
+    /// The length prefix announced more than the limit; nothing was allocated for it.
+    TooLarge(usize),
+    /// The stream or connection failed.
+    Read(quinn::ReadExactError),
+}
+
+/// Reads one length-prefixed frame. Allocates only after the length passed the limit.
+async fn read_frame(recv: &mut RecvStream, limit: usize) -> Result<Bytes, ReadFailure> {
+    let mut len = [0u8; LEN_PREFIX];
+    recv.read_exact(&mut len).await.map_err(ReadFailure::Read)?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len > limit {
+        return Err(ReadFailure::TooLarge(len));
+    }
+    let mut buf = vec![0u8; len];
+    recv.read_exact(&mut buf).await.map_err(ReadFailure::Read)?;
+    Ok(Bytes::from(buf))
+}
+
+/// Maps a code the peer reset or stopped our stream with.
+fn peer_refusal(to: ReplicaId, code: VarInt, sent: usize) -> TransportError {
+    let codec = |source| TransportError::Codec { peer: to, source };
+    if code == code::REQUEST_TOO_LARGE {
+        // The peer's limit is not on the wire; 0 stands for "the peer's own limit".
+        codec(DecodeError::TooLarge {
+            what: "request frame at the peer",
+            len: sent as u64,
+            limit: 0,
+        })
+    } else if code == code::RESPONSE_TOO_LARGE {
+        codec(DecodeError::TooLarge {
+            what: "response frame at the peer",
+            len: 0,
+            limit: 0,
+        })
+    } else if code == code::MALFORMED {
+        codec(DecodeError::InvalidValue {
+            what: "request refused by the peer",
+            value: code.into(),
+        })
+    } else if code == code::NOT_SERVING {
+        TransportError::Unreachable {
+            peer: to,
+            reason: "peer is not serving yet".into(),
+        }
+    } else {
+        TransportError::Unreachable {
+            peer: to,
+            reason: format!("stream reset by peer ({code})"),
+        }
+    }
+}
+
+fn write_failure(to: ReplicaId, e: quinn::WriteError, sent: usize) -> StreamFailure {
+    match e {
+        quinn::WriteError::ConnectionLost(e) => StreamFailure::Connection(e),
+        quinn::WriteError::Stopped(code) => StreamFailure::Final(peer_refusal(to, code, sent)),
+        other => StreamFailure::Final(TransportError::Unreachable {
+            peer: to,
+            reason: other.to_string(),
+        }),
+    }
+}
+
+fn read_failure(to: ReplicaId, e: quinn::ReadExactError, sent: usize) -> StreamFailure {
+    let reason = match e {
+        quinn::ReadExactError::ReadError(quinn::ReadError::ConnectionLost(e)) => {
+            return StreamFailure::Connection(e)
+        }
+        quinn::ReadExactError::ReadError(quinn::ReadError::Reset(code)) => {
+            return StreamFailure::Final(peer_refusal(to, code, sent))
+        }
+        quinn::ReadExactError::FinishedEarly(n) => {
+            format!("stream finished after {n} bytes of a frame")
+        }
+        other => other.to_string(),
+    };
+    StreamFailure::Final(TransportError::Unreachable { peer: to, reason })
+}
+
+/// Whether a handshake failed on a certificate, ours or theirs (a TLS alert).
+fn is_tls_refusal(e: &ConnectionError) -> bool {
+    // QUIC carries TLS alerts as CRYPTO_ERROR codes 0x100..=0x1ff (RFC 9001, 4.8).
+    let crypto = |code: u64| (0x100..=0x1ff).contains(&code);
+    match e {
+        ConnectionError::TransportError(t) => crypto(u64::from(t.code)),
+        ConnectionError::ConnectionClosed(c) => crypto(u64::from(c.error_code)),
+        _ => false,
+    }
+}
+
+/// Accepts inbound connections until the endpoint closes or the transport is dropped.
+async fn accept_loop(endpoint: quinn::Endpoint, inner: Weak<Inner>) {
+    while let Some(incoming) = endpoint.accept().await {
+        let inner = inner.clone();
+        tokio::spawn(async move {
+            let remote = incoming.remote_address();
+            let conn = match incoming.await {
+                Ok(conn) => conn,
+                Err(e) => {
+                    // Refused certificates are logged and counted by the verifier.
+                    tracing::debug!(%remote, error = %e, "inbound handshake failed");
+                    return;
+                }
+            };
+            let Some(inner) = inner.upgrade() else { return };
+            inner.adopt(conn).await;
+        });
+    }
+}
+
+impl Inner {
+    /// Identifies an inbound connection's replica, serves it, and reuses it for calls to that
+    /// replica when no live connection to it exists yet.
+    async fn adopt(&self, conn: Connection) {
+        let from = conn
+            .peer_identity()
+            .and_then(|any| {
+                any.downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
+                    .ok()
+            })
+            .ok_or_else(|| "no peer certificate".to_owned())
+            .and_then(|certs| match certs.first() {
+                Some(cert) => tls::replica_of(cert, self.peers.keys().copied()),
+                None => Err("empty peer certificate chain".to_owned()),
+            });
+        let from = match from {
+            Ok(from) => from,
+            Err(reason) => {
+                // The verifier already refused such certificates; this guards the invariant.
+                tracing::warn!(replica = %self.id, %reason, "refused inbound connection");
+                self.metrics.error(ErrorKind::TlsRefused);
+                conn.close(code::CLOSING, b"unknown replica");
+                return;
+            }
+        };
+        self.metrics.accepted();
+        tracing::debug!(replica = %self.id, peer = %from, "accepted connection");
+        if let Some(peer) = self.peers.get(&from) {
+            if let Ok(mut slot) = peer.slot.try_lock() {
+                if slot
+                    .conn
+                    .as_ref()
+                    .is_none_or(|c| c.close_reason().is_some())
+                {
+                    slot.conn = Some(conn.clone());
+                    slot.backoff = Duration::ZERO;
+                    slot.retry_at = None;
+                }
+            }
+        }
+        spawn_connection(conn, from, self.weak());
+    }
+}
+
+/// Serves the streams a peer opens on `conn` until the connection ends.
+fn spawn_connection(conn: Connection, from: ReplicaId, inner: Weak<Inner>) {
+    tokio::spawn(async move {
+        loop {
+            let (send, recv) = match conn.accept_bi().await {
+                Ok(streams) => streams,
+                Err(e) => {
+                    tracing::debug!(peer = %from, error = %e, "connection ended");
+                    return;
+                }
+            };
+            let Some(inner) = inner.upgrade() else { return };
+            tokio::spawn(async move { inner.serve_stream(from, send, recv).await });
+        }
+    });
+}
+
+impl Inner {
+    /// Answers one request stream. Nothing the peer sends can panic here: every failure resets
+    /// the stream with a code the caller maps to a typed error, and is counted.
+    async fn serve_stream(&self, from: ReplicaId, mut send: SendStream, mut recv: RecvStream) {
+        let frame = match read_frame(&mut recv, self.limits.frame_bytes_max).await {
+            Ok(frame) => frame,
+            Err(ReadFailure::TooLarge(len)) => {
+                tracing::debug!(peer = %from, len, "refused an oversized request frame");
+                self.metrics.error(ErrorKind::FrameTooLarge);
+                let _ = recv.stop(code::REQUEST_TOO_LARGE);
+                let _ = send.reset(code::REQUEST_TOO_LARGE);
+                return;
+            }
+            Err(ReadFailure::Read(e)) => {
+                tracing::debug!(peer = %from, error = %e, "request stream failed");
+                let _ = send.reset(code::MALFORMED);
+                return;
+            }
+        };
+        self.metrics.bytes_received(LEN_PREFIX + frame.len());
+        let request = match wire::decode_request(frame, &self.limits) {
+            Ok(request) => request,
+            Err(DecodeError::UnsupportedVersion { found, .. }) => {
+                tracing::warn!(peer = %from, found, "peer speaks another wire version");
+                self.metrics.error(ErrorKind::VersionMismatch);
+                let mut refusal = BytesMut::new();
+                wire::encode_version_refusal(found, &mut refusal);
+                self.reply(from, send, refusal).await;
+                return;
+            }
+            Err(e) => {
+                tracing::debug!(peer = %from, error = %e, "refused a malformed request");
+                self.metrics.error(ErrorKind::Malformed);
+                let _ = send.reset(code::MALFORMED);
+                return;
+            }
+        };
+        let Some(handler) = self.handler.get().cloned() else {
+            let _ = send.reset(code::NOT_SERVING);
+            return;
+        };
+        let kind = request.kind();
+        let response = handler.handle(from, request).await;
+        self.metrics.received(kind);
+        let mut out = BytesMut::new();
+        wire::encode_response(&response, &mut out);
+        if out.len() > self.limits.frame_bytes_max {
+            tracing::warn!(peer = %from, len = out.len(), "response exceeds the frame limit");
+            self.metrics.error(ErrorKind::FrameTooLarge);
+            let _ = send.reset(code::RESPONSE_TOO_LARGE);
+            return;
+        }
+        self.reply(from, send, out).await;
+    }
+
+    async fn reply(&self, from: ReplicaId, mut send: SendStream, frame: BytesMut) {
+        let len = frame.len();
+        let mut prefix = BytesMut::with_capacity(LEN_PREFIX);
+        prefix.put_u32_le(len as u32);
+        let mut chunks = [prefix.freeze(), frame.freeze()];
+        match send.write_all_chunks(&mut chunks).await {
+            Ok(()) => {
+                self.metrics.bytes_sent(LEN_PREFIX + len);
+                let _ = send.finish();
+            }
+            Err(e) => tracing::debug!(peer = %from, error = %e, "response not delivered"),
+        }
+    }
+
+    async fn shut_down(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        let endpoint = lock(&self.endpoint).take();
+        if let Some(endpoint) = endpoint {
+            endpoint.close(code::CLOSING, b"closing");
+            endpoint.wait_idle().await;
+        }
+        let task = lock(&self.accept_task).take();
+        if let Some(task) = task {
+            // The accept loop ends once the endpoint is closed; its result carries nothing.
+            let _ = task.await;
+        }
+        for peer in self.peers.values() {
+            peer.slot.lock().await.conn = None;
+        }
+    }
+}
+
+#[async_trait]
+impl Transport for QuicTransport {
+    async fn serve(&self, handler: Arc<dyn RequestHandler>) -> Result<(), TransportError> {
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return Err(TransportError::Closed);
+        }
+        // A second call keeps the first handler: the driver calls this exactly once.
+        let _ = self.inner.handler.set(handler);
+        Ok(())
+    }
+
+    async fn call(
+        &self,
+        to: ReplicaId,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Response, TransportError> {
+        let kind = request.kind();
+        let mut frame = BytesMut::new();
+        wire::encode_request(&request, &mut frame);
+        self.inner.metrics.sent(kind);
+        let response = self.inner.call_frame(to, frame.freeze(), timeout).await?;
+        wire::decode_response(response, &self.inner.limits)
+            .map_err(|source| self.inner.fail(TransportError::Codec { peer: to, source }))
+    }
+
+    async fn close(&self) {
+        self.inner.shut_down().await;
+    }
+}

@@ -108,7 +108,9 @@ pub fn encode_record(record: &Record, out: &mut impl BufMut) {
 /// `payload_max` bounds the declared payload length before anything is allocated or sliced.
 pub fn decode_record(input: &Bytes, payload_max: usize) -> Result<(Record, usize), DecodeError> {
     if input.len() < RECORD_HEADER_LEN {
-        return Err(DecodeError::Truncated { needed: RECORD_HEADER_LEN - input.len() });
+        return Err(DecodeError::Truncated {
+            needed: RECORD_HEADER_LEN - input.len(),
+        });
     }
     let stored = u32::from_le_bytes(input[0..4].try_into().expect("slice of 4"));
     let h = &input[4..RECORD_HEADER_LEN];
@@ -129,7 +131,9 @@ pub fn decode_record(input: &Bytes, payload_max: usize) -> Result<(Record, usize
     }
     let total = RECORD_HEADER_LEN + len;
     if input.len() < total {
-        return Err(DecodeError::Truncated { needed: total - input.len() });
+        return Err(DecodeError::Truncated {
+            needed: total - input.len(),
+        });
     }
     let computed = crc32fast::hash(&input[4..total]);
     if computed != stored {
@@ -138,12 +142,27 @@ pub fn decode_record(input: &Bytes, payload_max: usize) -> Result<(Record, usize
     let kind = match h[1] {
         0 => RecordKind::Data,
         1 => RecordKind::LeaderChange,
-        other => return Err(DecodeError::InvalidValue { what: "record kind", value: other as u64 }),
+        other => {
+            return Err(DecodeError::InvalidValue {
+                what: "record kind",
+                value: other as u64,
+            })
+        }
     };
     let offset = Offset(u64::from_le_bytes(h[2..10].try_into().expect("slice of 8")));
-    let epoch = Epoch(u32::from_le_bytes(h[10..14].try_into().expect("slice of 4")));
+    let epoch = Epoch(u32::from_le_bytes(
+        h[10..14].try_into().expect("slice of 4"),
+    ));
     let payload = input.slice(RECORD_HEADER_LEN..total);
-    Ok((Record { offset, epoch, kind, payload }, total))
+    Ok((
+        Record {
+            offset,
+            epoch,
+            kind,
+            payload,
+        },
+        total,
+    ))
 }
 
 #[cfg(test)]
@@ -196,6 +215,13 @@ mod tests {
         let mut buf = BytesMut::new();
         encode_record(&r, &mut buf);
         let err = decode_record(&buf.freeze(), 10).unwrap_err();
-        assert_eq!(err, DecodeError::TooLarge { what: "record payload", len: 100, limit: 10 });
+        assert_eq!(
+            err,
+            DecodeError::TooLarge {
+                what: "record payload",
+                len: 100,
+                limit: 10
+            }
+        );
     }
 }

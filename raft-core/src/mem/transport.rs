@@ -1,0 +1,392 @@
+//! An in-memory transport between replicas of one process.
+//!
+//! A [`MemNetwork`] is the hub: it hands out one [`MemTransport`] endpoint per [`ReplicaId`] and
+//! routes every `call` to the handler the peer endpoint serves, on a tokio task of its own (so a
+//! caller that gives up does not cancel the handler, as on a real network). Every request and
+//! every response goes through the wire codec ([`crate::codec::wire`]), encoded and decoded
+//! again, so that each in-process test also exercises the codec and a message that cannot cross
+//! a real wire cannot cross this one either.
+//!
+//! Faults for tests: a link can be cut in one direction ([`MemNetwork::cut`]); a peer can be down
+//! (its endpoint closed, or never served) or restarted (a new endpoint for the same id replaces
+//! the old one, which is closed). A call in flight to a peer that closes fails at once with
+//! [`TransportError::Unreachable`].
+//!
+//! Needs tokio, hence the `driver` feature.
+#![cfg(feature = "driver")]
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::BytesMut;
+use tokio::sync::watch;
+
+use crate::codec::wire::{self, FrameLimits};
+use crate::io::{RequestHandler, Transport, TransportError};
+use crate::message::{Request, Response};
+use crate::types::ReplicaId;
+
+/// The hub connecting in-memory endpoints. Cheap to clone; clones share the network.
+#[derive(Clone, Default)]
+pub struct MemNetwork {
+    net: Arc<Net>,
+}
+
+#[derive(Default)]
+struct Net {
+    state: Mutex<NetState>,
+    limits: FrameLimits,
+}
+
+#[derive(Default)]
+struct NetState {
+    /// The current endpoint of every replica id ever registered.
+    endpoints: HashMap<ReplicaId, Arc<Endpoint>>,
+    /// Directed links `(from, to)` that drop everything.
+    cut: HashSet<(ReplicaId, ReplicaId)>,
+}
+
+/// One endpoint's shared state: whether it serves, with what, and a signal for its closing.
+struct Endpoint {
+    id: ReplicaId,
+    handler: Mutex<Option<Arc<dyn RequestHandler>>>,
+    closed: AtomicBool,
+    closed_tx: watch::Sender<bool>,
+}
+
+impl Endpoint {
+    fn new(id: ReplicaId) -> Self {
+        Endpoint {
+            id,
+            handler: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            closed_tx: watch::Sender::new(false),
+        }
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        lock(&self.handler).take();
+        self.closed_tx.send_replace(true);
+    }
+}
+
+/// Locks a mutex, ignoring poisoning: every critical section here leaves the data consistent
+/// (single inserts, removals and clones), so a panic elsewhere cannot leave it half-written.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl MemNetwork {
+    /// A network with no endpoints and the default frame limits.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A network whose frames are checked against `limits`.
+    pub fn with_limits(limits: FrameLimits) -> Self {
+        MemNetwork {
+            net: Arc::new(Net {
+                state: Mutex::default(),
+                limits,
+            }),
+        }
+    }
+
+    /// Creates the endpoint of `id`. If `id` already had one, that endpoint is closed and this
+    /// one takes its place: a restart. The new endpoint receives nothing until it serves.
+    pub fn endpoint(&self, id: ReplicaId) -> MemTransport {
+        let endpoint = Arc::new(Endpoint::new(id));
+        let old = lock(&self.net.state).endpoints.insert(id, endpoint.clone());
+        if let Some(old) = old {
+            old.close();
+        }
+        MemTransport {
+            net: self.net.clone(),
+            endpoint,
+        }
+    }
+
+    /// Drops every message from `from` to `to`: requests `from` sends to `to`, and responses
+    /// `from` sends back for requests `to` made. The opposite direction is untouched.
+    pub fn cut(&self, from: ReplicaId, to: ReplicaId) {
+        lock(&self.net.state).cut.insert((from, to));
+    }
+
+    /// Cuts both directions between `a` and `b`.
+    pub fn cut_both(&self, a: ReplicaId, b: ReplicaId) {
+        let mut state = lock(&self.net.state);
+        state.cut.insert((a, b));
+        state.cut.insert((b, a));
+    }
+
+    /// Restores the link from `from` to `to`.
+    pub fn heal(&self, from: ReplicaId, to: ReplicaId) {
+        lock(&self.net.state).cut.remove(&(from, to));
+    }
+
+    /// Restores every link.
+    pub fn heal_all(&self) {
+        lock(&self.net.state).cut.clear();
+    }
+
+    /// Whether `from` can currently reach `to`.
+    pub fn is_linked(&self, from: ReplicaId, to: ReplicaId) -> bool {
+        !lock(&self.net.state).cut.contains(&(from, to))
+    }
+}
+
+/// One replica's endpoint on a [`MemNetwork`].
+pub struct MemTransport {
+    net: Arc<Net>,
+    endpoint: Arc<Endpoint>,
+}
+
+impl MemTransport {
+    /// The replica this endpoint belongs to.
+    pub fn id(&self) -> ReplicaId {
+        self.endpoint.id
+    }
+
+    fn unreachable(to: ReplicaId, reason: &str) -> TransportError {
+        TransportError::Unreachable {
+            peer: to,
+            reason: reason.to_owned(),
+        }
+    }
+
+    /// Passes `request` through the codec, as a real wire would.
+    fn wire_request(&self, to: ReplicaId, request: &Request) -> Result<Request, TransportError> {
+        let mut buf = BytesMut::new();
+        wire::encode_request(request, &mut buf);
+        wire::decode_request(buf.freeze(), &self.net.limits)
+            .map_err(|source| TransportError::Codec { peer: to, source })
+    }
+
+    fn wire_response(
+        &self,
+        to: ReplicaId,
+        response: &Response,
+    ) -> Result<Response, TransportError> {
+        let mut buf = BytesMut::new();
+        wire::encode_response(response, &mut buf);
+        wire::decode_response(buf.freeze(), &self.net.limits)
+            .map_err(|source| TransportError::Codec { peer: to, source })
+    }
+
+    /// Finds the serving peer and its handler, or says why the request cannot be delivered.
+    fn route(
+        &self,
+        to: ReplicaId,
+    ) -> Result<(Arc<Endpoint>, Arc<dyn RequestHandler>), TransportError> {
+        let state = lock(&self.net.state);
+        let peer = state
+            .endpoints
+            .get(&to)
+            .ok_or(TransportError::UnknownPeer(to))?
+            .clone();
+        if state.cut.contains(&(self.endpoint.id, to)) {
+            return Err(Self::unreachable(to, "link cut"));
+        }
+        drop(state);
+        let handler = lock(&peer.handler).clone();
+        match handler {
+            Some(handler) if !peer.closed.load(Ordering::SeqCst) => Ok((peer, handler)),
+            _ => Err(Self::unreachable(to, "peer is down")),
+        }
+    }
+
+    async fn deliver(&self, to: ReplicaId, request: Request) -> Result<Response, TransportError> {
+        let (peer, handler) = self.route(to)?;
+        let mut peer_closed = peer.closed_tx.subscribe();
+        let from = self.endpoint.id;
+        let task = tokio::spawn(async move { handler.handle(from, request).await });
+        let response = tokio::select! {
+            joined = task => joined.map_err(|_| Self::unreachable(to, "peer handler failed"))?,
+            _ = peer_closed.wait_for(|closed| *closed) => {
+                return Err(Self::unreachable(to, "peer closed during the call"));
+            }
+        };
+        if !self.net.is_linked(to, from) {
+            return Err(Self::unreachable(to, "response lost: link cut"));
+        }
+        self.wire_response(to, &response)
+    }
+}
+
+impl Net {
+    fn is_linked(&self, from: ReplicaId, to: ReplicaId) -> bool {
+        !lock(&self.state).cut.contains(&(from, to))
+    }
+}
+
+#[async_trait]
+impl Transport for MemTransport {
+    async fn serve(&self, handler: Arc<dyn RequestHandler>) -> Result<(), TransportError> {
+        let mut slot = lock(&self.endpoint.handler);
+        if self.endpoint.closed.load(Ordering::SeqCst) {
+            return Err(TransportError::Closed);
+        }
+        *slot = Some(handler);
+        Ok(())
+    }
+
+    async fn call(
+        &self,
+        to: ReplicaId,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Response, TransportError> {
+        if self.endpoint.closed.load(Ordering::SeqCst) {
+            return Err(TransportError::Closed);
+        }
+        let request = self.wire_request(to, &request)?;
+        match tokio::time::timeout(timeout, self.deliver(to, request)).await {
+            Ok(result) => result,
+            Err(_elapsed) => Err(TransportError::Timeout(to)),
+        }
+    }
+
+    async fn close(&self) {
+        self.endpoint.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The conformance suite lives in `crate::testing::transport`; these check the fault
+    //! switches that only this transport has.
+
+    use super::*;
+    use crate::message::{DescribeQuorumRequest, DescribeQuorumResponse};
+    use crate::types::Epoch;
+
+    /// Answers with the sender's id as epoch and counts what it handled.
+    #[derive(Default)]
+    struct Echo(std::sync::atomic::AtomicUsize);
+
+    #[async_trait]
+    impl RequestHandler for Echo {
+        async fn handle(&self, from: ReplicaId, _request: Request) -> Response {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Response::DescribeQuorum(DescribeQuorumResponse {
+                error: None,
+                epoch: Epoch(from.0),
+                leader: None,
+                high_watermark: None,
+                voters: vec![],
+                observers: vec![],
+            })
+        }
+    }
+
+    fn describe() -> Request {
+        Request::DescribeQuorum(DescribeQuorumRequest {})
+    }
+
+    #[tokio::test]
+    async fn cut_link_is_unreachable_until_healed() {
+        let net = MemNetwork::new();
+        let a = net.endpoint(ReplicaId(1));
+        let b = net.endpoint(ReplicaId(2));
+        let b_echo = Arc::new(Echo::default());
+        b.serve(b_echo.clone()).await.unwrap();
+        a.serve(Arc::new(Echo::default())).await.unwrap();
+        let t = Duration::from_secs(5);
+
+        net.cut(ReplicaId(1), ReplicaId(2));
+        let err = a.call(ReplicaId(2), describe(), t).await.unwrap_err();
+        assert!(matches!(err, TransportError::Unreachable { .. }), "{err:?}");
+        // Calls from 2 reach 1, but their responses travel the cut link and are lost.
+        let err = b.call(ReplicaId(1), describe(), t).await.unwrap_err();
+        assert!(matches!(err, TransportError::Unreachable { .. }), "{err:?}");
+
+        // Cut the other way only: 2's requests are dropped before its handler sees them, and
+        // 1's requests reach 2 but the answers are lost on the way back.
+        net.heal(ReplicaId(1), ReplicaId(2));
+        net.cut(ReplicaId(2), ReplicaId(1));
+        let handled = b_echo.0.load(Ordering::SeqCst);
+        let err = a.call(ReplicaId(2), describe(), t).await.unwrap_err();
+        assert!(matches!(err, TransportError::Unreachable { .. }), "{err:?}");
+        assert_eq!(
+            b_echo.0.load(Ordering::SeqCst),
+            handled + 1,
+            "the request was delivered"
+        );
+        let err = b.call(ReplicaId(1), describe(), t).await.unwrap_err();
+        assert!(matches!(err, TransportError::Unreachable { .. }), "{err:?}");
+
+        net.heal_all();
+        let resp = a.call(ReplicaId(2), describe(), t).await.unwrap();
+        assert_eq!(resp.epoch_and_leader().0, Epoch(1));
+    }
+
+    #[tokio::test]
+    async fn unserved_endpoint_is_down() {
+        let net = MemNetwork::new();
+        let a = net.endpoint(ReplicaId(1));
+        let _b = net.endpoint(ReplicaId(2));
+        let err = a
+            .call(ReplicaId(2), describe(), Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, TransportError::Unreachable { .. }), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn frames_over_the_limit_are_refused() {
+        let net = MemNetwork::with_limits(FrameLimits::new(1));
+        let a = net.endpoint(ReplicaId(1));
+        let err = a
+            .call(ReplicaId(2), describe(), Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, TransportError::Codec { .. }), "{err:?}");
+    }
+
+    #[cfg(feature = "testing")]
+    mod conformance {
+        use super::*;
+        use crate::testing::transport::{run_all, TransportBuilder, TransportSet};
+
+        struct MemSet {
+            net: MemNetwork,
+            endpoints: HashMap<ReplicaId, Arc<MemTransport>>,
+        }
+
+        #[async_trait]
+        impl TransportSet for MemSet {
+            fn endpoint(&self, id: ReplicaId) -> Arc<dyn Transport> {
+                self.endpoints[&id].clone()
+            }
+
+            async fn restart(&mut self, id: ReplicaId) -> Arc<dyn Transport> {
+                let endpoint = Arc::new(self.net.endpoint(id));
+                self.endpoints.insert(id, endpoint.clone());
+                endpoint
+            }
+        }
+
+        struct MemBuilder;
+
+        #[async_trait]
+        impl TransportBuilder for MemBuilder {
+            async fn build(&self, ids: &[ReplicaId]) -> Box<dyn TransportSet> {
+                let net = MemNetwork::new();
+                let endpoints = ids
+                    .iter()
+                    .map(|id| (*id, Arc::new(net.endpoint(*id))))
+                    .collect();
+                Box::new(MemSet { net, endpoints })
+            }
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn mem_transport_passes_the_conformance_suite() {
+            run_all(&MemBuilder).await;
+        }
+    }
+}

@@ -1,0 +1,496 @@
+//! Pull replication (KIP-595, decisions D4): the leader's Fetch handling with long polls,
+//! diverging-epoch checks and the high watermark; the follower's fetch loop, truncation and
+//! append; the leader's batch accumulator and its periodic duties.
+
+use super::{
+    Event, LeaderState, LogOp, Outgoing, Outputs, ParkedFetch, Progress, RecordRange, Replica,
+    RoleState,
+};
+use crate::message::{
+    ErrorCode, FetchRequest, FetchResponse, ReadBarrier, Request, RequestId, Response,
+};
+use crate::types::{Instant, Offset, OffsetAndEpoch, Record, ReplicaId};
+
+impl Replica {
+    fn fetch_error(&self, error: ErrorCode) -> FetchResponse {
+        FetchResponse {
+            error: Some(error),
+            epoch: self.election.epoch,
+            leader: self.known_leader(),
+            high_watermark: None,
+            diverging: None,
+            records: Vec::new(),
+            read_barrier: ReadBarrier::default(),
+        }
+    }
+
+    fn validate_fetch(&self, from: ReplicaId, req: &FetchRequest) -> Result<(), ErrorCode> {
+        if req.replica != from || from == self.cfg.id {
+            return Err(ErrorCode::InvalidRequest);
+        }
+        if req.epoch < self.election.epoch {
+            return Err(ErrorCode::FencedLeaderEpoch);
+        }
+        if req.epoch > self.election.epoch {
+            return Err(ErrorCode::UnknownLeaderEpoch);
+        }
+        if !matches!(self.role, RoleState::Leader(_)) {
+            return Err(ErrorCode::NotLeader);
+        }
+        if req.last_fetched_epoch > req.epoch || req.fetch_offset < self.log.start {
+            return Err(ErrorCode::InvalidRequest);
+        }
+        if !self.cfg.voters.contains(&from) && !self.cfg.observers.contains(&from) {
+            return Err(ErrorCode::UnknownReplica);
+        }
+        Ok(())
+    }
+
+    pub(super) fn handle_fetch(
+        &mut self,
+        now: Instant,
+        from: ReplicaId,
+        id: RequestId,
+        req: FetchRequest,
+        out: &mut Outputs,
+    ) {
+        if let Err(code) = self.validate_fetch(from, &req) {
+            let resp = self.fetch_error(code);
+            self.respond(from, id, Response::Fetch(resp), out);
+            return;
+        }
+        // KRaft's log validation (the pull form of AppendEntries' consistency check).
+        let end = self.log.end_offset_for_epoch(req.last_fetched_epoch);
+        if end.epoch != req.last_fetched_epoch || end.offset < req.fetch_offset {
+            let mut resp = self.fetch_ok_response();
+            resp.diverging = Some(end);
+            self.respond(from, id, Response::Fetch(resp), out);
+            return;
+        }
+        self.leader_record_fetch(now, from, &req);
+        self.leader_update_high_watermark(now, out);
+        let exposed = self.exposed_high_watermark();
+        let RoleState::Leader(l) = &mut self.role else {
+            return;
+        };
+        let behind_hwm = exposed.is_some_and(|h| req.high_watermark.is_none_or(|f| f < h));
+        let answer_now = req.fetch_offset < self.log.end
+            || req.max_wait.is_zero()
+            || behind_hwm
+            || req.read_barrier < l.read_barrier;
+        if answer_now {
+            self.answer_fetch(from, id, req.fetch_offset, req.max_bytes, out);
+            return;
+        }
+        // One in-flight fetch per fetcher: a newer one supersedes a parked one.
+        if let Some(pos) = l.parked.iter().position(|p| p.from == from) {
+            let old = l.parked.swap_remove(pos);
+            self.answer_fetch(old.from, old.id, old.fetch_offset, old.max_bytes, out);
+        }
+        let RoleState::Leader(l) = &mut self.role else {
+            return;
+        };
+        l.parked.push(ParkedFetch {
+            from,
+            id,
+            fetch_offset: req.fetch_offset,
+            hwm_seen: req.high_watermark,
+            barrier_seen: req.read_barrier,
+            max_bytes: req.max_bytes,
+            deadline: now.plus(req.max_wait.min(self.cfg.fetch_max_wait)),
+        });
+    }
+
+    /// A valid fetch is an acknowledgement: everything below its offset is durable on the
+    /// fetcher. It also counts as contact for check-quorum.
+    fn leader_record_fetch(&mut self, now: Instant, from: ReplicaId, req: &FetchRequest) {
+        let majority = self.cfg.majority();
+        let cq_timeout = self.cfg.check_quorum_timeout();
+        let RoleState::Leader(l) = &mut self.role else {
+            return;
+        };
+        let is_voter = l.voters.contains_key(&from);
+        let progress: &mut Progress = if is_voter {
+            l.voters.get_mut(&from).expect("checked just above")
+        } else {
+            l.observers.entry(from).or_default()
+        };
+        progress.end = Some(req.fetch_offset);
+        progress.last_fetch = Some(now);
+        progress.barrier_acked = progress.barrier_acked.max(req.read_barrier);
+        if is_voter {
+            // KRaft: once majority - 1 distinct voters fetched (the leader counts itself), the
+            // check-quorum window restarts.
+            l.check_quorum_contacts.insert(from);
+            if l.check_quorum_contacts.len() + 1 >= majority {
+                l.check_quorum_contacts.clear();
+                l.check_quorum_deadline = now.plus(cq_timeout);
+            }
+        }
+    }
+
+    fn exposed_high_watermark(&self) -> Option<Offset> {
+        match &self.role {
+            RoleState::Leader(l) if l.established => Some(self.high_watermark),
+            _ => None,
+        }
+    }
+
+    fn fetch_ok_response(&self) -> FetchResponse {
+        let barrier = match &self.role {
+            RoleState::Leader(l) => l.read_barrier,
+            _ => ReadBarrier::default(),
+        };
+        FetchResponse {
+            error: None,
+            epoch: self.election.epoch,
+            leader: Some(self.cfg.id),
+            high_watermark: self.exposed_high_watermark(),
+            diverging: None,
+            records: Vec::new(),
+            read_barrier: barrier,
+        }
+    }
+
+    /// Answers a fetch with whatever the log holds from `fetch_offset` (the driver fills in the
+    /// records from its log).
+    fn answer_fetch(
+        &mut self,
+        to: ReplicaId,
+        id: RequestId,
+        fetch_offset: Offset,
+        max_bytes: u32,
+        out: &mut Outputs,
+    ) {
+        let response = self.fetch_ok_response();
+        let records = (fetch_offset < self.log.end).then(|| RecordRange {
+            from: fetch_offset,
+            to: self.log.end,
+            max_bytes: max_bytes.min(self.cfg.fetch_bytes_max).max(1),
+        });
+        self.emit(
+            Outgoing::Response {
+                to,
+                id,
+                response: Response::Fetch(response),
+                records,
+            },
+            out,
+        );
+    }
+
+    /// Completes parked fetches that have news (records, a newer high watermark, a pending read
+    /// barrier) or whose wait expired; all of them when `all`.
+    pub(super) fn leader_complete_parked(&mut self, now: Instant, all: bool, out: &mut Outputs) {
+        let exposed = self.exposed_high_watermark();
+        let end = self.log.end;
+        let RoleState::Leader(l) = &mut self.role else {
+            return;
+        };
+        let barrier = l.read_barrier;
+        let mut due = Vec::new();
+        l.parked.retain(|p| {
+            let news = p.fetch_offset < end
+                || exposed.is_some_and(|h| p.hwm_seen.is_none_or(|f| f < h))
+                || p.barrier_seen < barrier;
+            if all || news || now >= p.deadline {
+                due.push((p.from, p.id, p.fetch_offset, p.max_bytes));
+                false
+            } else {
+                true
+            }
+        });
+        for (from, id, offset, max_bytes) in due {
+            self.answer_fetch(from, id, offset, max_bytes, out);
+        }
+    }
+
+    /// Recomputes the high watermark: the majority-th largest durable voter offset, accepted
+    /// only above the epoch start offset and only when it grows (decisions D4).
+    pub(super) fn leader_update_high_watermark(&mut self, now: Instant, out: &mut Outputs) {
+        let me = self.cfg.id;
+        let majority = self.cfg.majority();
+        let durable = self.log.durable_end;
+        let RoleState::Leader(l) = &mut self.role else {
+            return;
+        };
+        let mut ends: Vec<Offset> = l
+            .voters
+            .iter()
+            .map(|(id, p)| {
+                if *id == me {
+                    durable
+                } else {
+                    p.end.unwrap_or(Offset::ZERO)
+                }
+            })
+            .collect();
+        ends.sort_unstable_by(|a, b| b.cmp(a));
+        let candidate = ends[majority - 1];
+        if candidate > l.epoch_start && (!l.established || candidate > self.high_watermark) {
+            assert!(
+                candidate >= self.high_watermark,
+                "the high watermark never decreases"
+            );
+            l.established = true;
+            self.high_watermark = candidate;
+            out.committed = Some(candidate);
+            self.leader_complete_parked(now, true, out);
+        }
+    }
+
+    /// Appends the batch of accepted proposals to the log.
+    pub(super) fn leader_flush(&mut self, now: Instant, out: &mut Outputs) {
+        let RoleState::Leader(l) = &mut self.role else {
+            return;
+        };
+        l.linger_deadline = None;
+        if l.accumulator.is_empty() {
+            return;
+        }
+        let records = std::mem::take(&mut l.accumulator);
+        l.accumulated_bytes = 0;
+        let seq = self.log.append(&records);
+        out.log.push(LogOp::Append { seq, records });
+        self.leader_complete_parked(now, false, out);
+        // A single voter commits on its own durability alone.
+        self.leader_update_high_watermark(now, out);
+    }
+
+    /// Whether the batch reached a size limit and should be appended without lingering.
+    pub(super) fn leader_batch_full(&self) -> bool {
+        match &self.role {
+            RoleState::Leader(l) => {
+                l.accumulator.len() >= self.cfg.batch_records_max as usize
+                    || l.accumulated_bytes >= self.cfg.batch_bytes_max as usize
+            }
+            _ => false,
+        }
+    }
+
+    /// The leader's timers: check-quorum, batching, parked fetches, BeginQuorumEpoch resends.
+    pub(super) fn leader_poll(&mut self, now: Instant, out: &mut Outputs) {
+        let multi_voter = self.cfg.voters.len() > 1;
+        let RoleState::Leader(l) = &self.role else {
+            return;
+        };
+        if self.cfg.check_quorum && multi_voter && now >= l.check_quorum_deadline {
+            self.check_quorum_expired(now, out);
+            return;
+        }
+        if l.linger_deadline.is_some_and(|d| now >= d) || self.leader_batch_full() {
+            self.leader_flush(now, out);
+        }
+        self.leader_complete_parked(now, false, out);
+        self.leader_send_begin_quorum(now, out);
+    }
+
+    /// KRaft uses BeginQuorumEpoch as a heartbeat to voters that are not fetching: sent at
+    /// election and then every fetch timeout / 2 to voters that have not fetched for that long.
+    fn leader_send_begin_quorum(&mut self, now: Instant, out: &mut Outputs) {
+        let me = self.cfg.id;
+        let epoch = self.election.epoch;
+        let half = self.cfg.fetch_timeout / 2;
+        let RoleState::Leader(l) = &mut self.role else {
+            return;
+        };
+        if now < l.begin_quorum_next {
+            return;
+        }
+        l.begin_quorum_next = now.plus(half);
+        let targets: Vec<ReplicaId> = l
+            .voters
+            .iter()
+            .filter(|(id, p)| {
+                **id != me
+                    && !l.begin_in_flight.contains(id)
+                    && p.last_fetch.is_none_or(|t| now.since(t) >= half)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        l.begin_in_flight.extend(targets.iter().copied());
+        for voter in targets {
+            let req = crate::message::BeginQuorumEpochRequest {
+                epoch,
+                leader: me,
+                voter,
+            };
+            self.send_request(voter, Request::BeginQuorumEpoch(req), out);
+        }
+    }
+
+    /// Called when leadership ends: parked fetches learn at once (KAFKA-10677) and the
+    /// unappended batch is reported lost.
+    pub(super) fn leader_abandon(&mut self, mut l: LeaderState, out: &mut Outputs) {
+        for p in l.parked.drain(..) {
+            let resp = self.fetch_error(ErrorCode::NotLeader);
+            self.respond(p.from, p.id, Response::Fetch(resp), out);
+        }
+        if let Some(first) = l.accumulator.first() {
+            out.events.push(Event::ProposalsDropped {
+                epoch: first.epoch,
+                from: first.offset,
+            });
+        }
+    }
+
+    // ----- follower side -----
+
+    pub(super) fn follower_maybe_fetch(&mut self, now: Instant, out: &mut Outputs) {
+        if !self.log.all_durable() {
+            // D4: the fetch offset acknowledges durability, so wait for the log to sync.
+            return;
+        }
+        let me = self.cfg.id;
+        let req = FetchRequest {
+            epoch: self.election.epoch,
+            replica: me,
+            fetch_offset: self.log.end,
+            last_fetched_epoch: self.log.last_epoch(),
+            high_watermark: Some(self.high_watermark),
+            read_barrier: ReadBarrier::default(),
+            max_wait: self.cfg.fetch_max_wait,
+            max_bytes: self.cfg.fetch_bytes_max,
+        };
+        let RoleState::Follower(f) = &mut self.role else {
+            return;
+        };
+        if f.fetch_in_flight || now < f.next_fetch_at {
+            return;
+        }
+        f.fetch_in_flight = true;
+        let to = f.leader;
+        let req = FetchRequest {
+            read_barrier: f.barrier_seen,
+            ..req
+        };
+        self.send_request(to, Request::Fetch(req), out);
+    }
+
+    /// An observer without a leader asks a voter; any answer names the leader it knows.
+    pub(super) fn observer_probe(&mut self, now: Instant, out: &mut Outputs) {
+        let voters: Vec<ReplicaId> = self.cfg.voters.iter().copied().collect();
+        let pick = voters[self.rng.below(voters.len() as u64) as usize];
+        let req = FetchRequest {
+            epoch: self.election.epoch,
+            replica: self.cfg.id,
+            fetch_offset: self.log.end,
+            last_fetched_epoch: self.log.last_epoch(),
+            high_watermark: Some(self.high_watermark),
+            read_barrier: ReadBarrier::default(),
+            max_wait: std::time::Duration::ZERO,
+            max_bytes: self.cfg.fetch_bytes_max,
+        };
+        let RoleState::Unattached {
+            probe_at, probing, ..
+        } = &mut self.role
+        else {
+            return;
+        };
+        if *probing || now < *probe_at {
+            return;
+        }
+        *probing = true;
+        self.send_request(pick, Request::Fetch(req), out);
+    }
+
+    pub(super) fn handle_fetch_response(
+        &mut self,
+        now: Instant,
+        from: ReplicaId,
+        mut resp: FetchResponse,
+        out: &mut Outputs,
+    ) {
+        let retry = now.plus(self.cfg.retry_backoff);
+        let probe_wait = now.plus(self.cfg.fetch_max_wait);
+        let fetch_timeout = self.cfg.fetch_timeout;
+        match &mut self.role {
+            RoleState::Unattached {
+                probing, probe_at, ..
+            } => {
+                *probing = false;
+                *probe_at = probe_wait;
+                return;
+            }
+            RoleState::Follower(f) if f.leader == from => {
+                f.fetch_in_flight = false;
+                if resp.error.is_some() {
+                    f.next_fetch_at = retry;
+                    return;
+                }
+                // The follower's liveness signal is a successful fetch response (KRaft).
+                f.last_fetch_ok = Some(now);
+                f.fetch_deadline = now.plus(fetch_timeout);
+                f.barrier_seen = f.barrier_seen.max(resp.read_barrier);
+                f.next_fetch_at = now;
+            }
+            _ => {
+                self.stats.stale_responses += 1;
+                return;
+            }
+        }
+        if let Some(diverging) = resp.diverging {
+            self.follower_truncate(diverging, out);
+            return;
+        }
+        let records = std::mem::take(&mut resp.records);
+        if !records.is_empty() && !self.follower_append(records, resp.epoch, out) {
+            return;
+        }
+        if let Some(leader_hwm) = resp.high_watermark {
+            let hwm = leader_hwm.min(self.log.end);
+            if hwm > self.high_watermark {
+                self.high_watermark = hwm;
+                out.committed = Some(hwm);
+            }
+        }
+    }
+
+    /// KRaft's truncation on a diverging epoch: cut to where the leader's epoch ends, or where
+    /// our largest epoch not above it ends, whichever is lower; the next fetch re-checks.
+    fn follower_truncate(&mut self, diverging: OffsetAndEpoch, out: &mut Outputs) {
+        let local = self.log.end_offset_for_epoch(diverging.epoch);
+        let target = local.offset.min(diverging.offset).min(self.log.end);
+        if target < self.high_watermark {
+            // The leader would be asking us to drop committed records: never do that.
+            self.stats.unsafe_truncations += 1;
+            tracing::error!(%target, hwm = %self.high_watermark, "refusing to truncate committed records");
+            return;
+        }
+        if target < self.log.end {
+            let seq = self.log.truncate(target);
+            out.log.push(LogOp::Truncate { seq, end: target });
+        }
+    }
+
+    /// Appends fetched records after checking they continue our log; returns whether they did.
+    fn follower_append(
+        &mut self,
+        records: Vec<Record>,
+        leader_epoch: crate::Epoch,
+        out: &mut Outputs,
+    ) -> bool {
+        if !records_continue(&records, self.log.end_and_epoch(), leader_epoch) {
+            self.stats.bad_records += 1;
+            return false;
+        }
+        let seq = self.log.append(&records);
+        out.log.push(LogOp::Append { seq, records });
+        true
+    }
+}
+
+/// Whether `records` are contiguous from `end`, with epochs that never decrease, are positive,
+/// and do not exceed the leader's epoch.
+fn records_continue(records: &[Record], end: OffsetAndEpoch, leader_epoch: crate::Epoch) -> bool {
+    let mut expect = end.offset;
+    let mut epoch = end.epoch;
+    for r in records {
+        if r.offset != expect || r.epoch < epoch || r.epoch > leader_epoch || r.epoch.0 == 0 {
+            return false;
+        }
+        expect = expect.next();
+        epoch = r.epoch;
+    }
+    true
+}

@@ -1,0 +1,1106 @@
+//! A simulated cluster: replicas of the real [`Replica`] on virtual time, a network that delays,
+//! drops, duplicates and partitions, storage that syncs late and loses its unsynced tail on a
+//! crash, and the [`Checker`] watching all of it.
+//!
+//! The cluster plays the driver's part for every replica, following the contract documented on
+//! [`crate::protocol`], so the simulator also tests that contract.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::checks::Checker;
+use super::{Faults, RunOptions, RunReport, SimRng};
+use crate::config::{Config, ValidatedConfig};
+use crate::io::{EpochStart, LogState};
+use crate::message::{Request, RequestId, Response};
+use crate::protocol::{Event, Input, LogOp, Outgoing, Outputs, PersistSeq, ProposeError, Replica};
+use crate::types::{
+    ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, ReplicaId, Role,
+};
+
+/// A run that processes more events than this is reported as livelocked.
+const EVENTS_MAX: u64 = 20_000_000;
+
+/// How to build a cluster.
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Voters, with ids `1..=voters`.
+    pub voters: u32,
+    /// Observers, with ids after the voters.
+    pub observers: u32,
+    /// Fault settings (used by [`Cluster::run_with_faults_until`]; delays always apply).
+    pub faults: Faults,
+    /// The protocol's pre-vote switch.
+    pub pre_vote: bool,
+    /// The protocol's check-quorum switch.
+    pub check_quorum: bool,
+    /// The protocol's vote-stickiness switch.
+    pub sticky_votes: bool,
+    /// Base election timeout.
+    pub election_timeout: Duration,
+    /// Follower fetch timeout.
+    pub fetch_timeout: Duration,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions {
+            seed: 1,
+            voters: 3,
+            observers: 0,
+            faults: Faults::none(),
+            pre_vote: true,
+            check_quorum: true,
+            sticky_votes: true,
+            election_timeout: Duration::from_millis(100),
+            fetch_timeout: Duration::from_millis(300),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Wire {
+    Request { id: RequestId, request: Request },
+    Response { id: RequestId, response: Response },
+}
+
+#[derive(Debug)]
+enum Ev {
+    Deliver {
+        to: ReplicaId,
+        from: ReplicaId,
+        incarnation: u32,
+        wire: Wire,
+    },
+    Timeout {
+        host: ReplicaId,
+        incarnation: u32,
+        id: RequestId,
+    },
+    Tick {
+        host: ReplicaId,
+        incarnation: u32,
+    },
+    LogSync {
+        host: ReplicaId,
+        incarnation: u32,
+    },
+    ElectionSync {
+        host: ReplicaId,
+        incarnation: u32,
+    },
+    Restart {
+        host: ReplicaId,
+    },
+}
+
+struct Inbound {
+    from: ReplicaId,
+    id: RequestId,
+    incarnation: u32,
+    /// The candidate of a standard vote request, to check its grant was durable.
+    standard_vote: Option<ReplicaId>,
+}
+
+struct Host {
+    id: ReplicaId,
+    cfg: ValidatedConfig,
+    replica: Option<Replica>,
+    incarnation: u32,
+    /// Clock rate relative to true time (drift).
+    rate: f64,
+    log: Vec<Record>,
+    durable_log: Vec<Record>,
+    pending_ops: VecDeque<LogOp>,
+    log_sync_scheduled: bool,
+    election: Option<ElectionState>,
+    election_pending: Option<(PersistSeq, ElectionState)>,
+    election_sync_scheduled: bool,
+    hold_syncs: bool,
+    last_hwm: Offset,
+    inbound: BTreeMap<u64, Inbound>,
+    next_inbound: u64,
+    outstanding: BTreeMap<RequestId, ReplicaId>,
+    tick_at: Option<Duration>,
+    out: Outputs,
+}
+
+/// A simulated cluster. See the module documentation.
+pub struct Cluster {
+    opts: ClusterOptions,
+    now: Duration,
+    rng: SimRng,
+    hosts: Vec<Host>,
+    queue: BTreeMap<(Duration, u64), Ev>,
+    next_seq: u64,
+    checker: Checker,
+    blocked: BTreeSet<(ReplicaId, ReplicaId)>,
+    faults_on: bool,
+    workload: bool,
+    next_propose: Duration,
+    next_payload: u64,
+    proposals: VecDeque<(OffsetAndEpoch, Bytes)>,
+    acknowledged: u64,
+    next_partition: Duration,
+    next_crash: Duration,
+    trace: Vec<String>,
+    events: u64,
+    majority: usize,
+}
+
+impl Cluster {
+    /// Builds and starts the cluster.
+    pub fn new(opts: ClusterOptions) -> Cluster {
+        let mut rng = SimRng::new(opts.seed);
+        let voters: Vec<ReplicaId> = (1..=opts.voters).map(ReplicaId).collect();
+        let observers: Vec<ReplicaId> = (opts.voters + 1..=opts.voters + opts.observers)
+            .map(ReplicaId)
+            .collect();
+        let mut hosts = Vec::new();
+        for id in voters.iter().chain(observers.iter()) {
+            let mut cfg = Config::new(*id, voters.iter().copied());
+            cfg.observers = observers.iter().copied().collect();
+            cfg.election_timeout = opts.election_timeout;
+            cfg.fetch_timeout = opts.fetch_timeout;
+            cfg.fetch_max_wait = Duration::from_millis(50);
+            cfg.request_timeout = Duration::from_millis(300);
+            cfg.retry_backoff = Duration::from_millis(10);
+            cfg.election_backoff_max = opts.election_timeout;
+            cfg.append_linger = Duration::from_millis(1);
+            cfg.fetch_bytes_max = 64 * 1024;
+            cfg.payload_bytes_max = 1024;
+            cfg.pending_proposals_max = 4096;
+            cfg.pre_vote = opts.pre_vote;
+            cfg.check_quorum = opts.check_quorum;
+            cfg.sticky_votes = opts.sticky_votes;
+            let cfg = cfg
+                .validate()
+                .expect("the simulator's configuration is valid");
+            let drift = opts.faults.drift_ppm as f64 * 1e-6;
+            let rate = 1.0 + drift * ((rng.below(2001) as f64 - 1000.0) / 1000.0);
+            hosts.push(Host {
+                id: *id,
+                cfg,
+                replica: None,
+                incarnation: 0,
+                rate,
+                log: Vec::new(),
+                durable_log: Vec::new(),
+                pending_ops: VecDeque::new(),
+                log_sync_scheduled: false,
+                election: None,
+                election_pending: None,
+                election_sync_scheduled: false,
+                hold_syncs: false,
+                last_hwm: Offset::ZERO,
+                inbound: BTreeMap::new(),
+                next_inbound: 1,
+                outstanding: BTreeMap::new(),
+                tick_at: None,
+                out: Outputs::default(),
+            });
+        }
+        let majority = voters.len() / 2 + 1;
+        let mut cluster = Cluster {
+            opts,
+            now: Duration::ZERO,
+            rng,
+            hosts,
+            queue: BTreeMap::new(),
+            next_seq: 0,
+            checker: Checker::default(),
+            blocked: BTreeSet::new(),
+            faults_on: false,
+            workload: false,
+            next_propose: Duration::ZERO,
+            next_payload: 1,
+            proposals: VecDeque::new(),
+            acknowledged: 0,
+            next_partition: Duration::ZERO,
+            next_crash: Duration::ZERO,
+            trace: Vec::new(),
+            events: 0,
+            majority,
+        };
+        for i in 0..cluster.hosts.len() {
+            cluster.start_host(i);
+        }
+        cluster
+    }
+
+    // ----- public controls for scenarios -----
+
+    /// Virtual time since the start.
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    /// Turns the random client workload on or off.
+    pub fn set_workload(&mut self, on: bool) {
+        self.workload = on;
+        self.next_propose = self.now;
+    }
+
+    /// The replica with this id (panics in a test that names a crashed one).
+    pub fn replica(&self, id: u32) -> &Replica {
+        self.hosts[self.index(ReplicaId(id))]
+            .replica
+            .as_ref()
+            .expect("replica is running")
+    }
+
+    /// Whether the replica is running.
+    pub fn is_up(&self, id: u32) -> bool {
+        self.hosts[self.index(ReplicaId(id))].replica.is_some()
+    }
+
+    /// The running replica whose released role is leader with the highest epoch.
+    pub fn leader(&self) -> Option<u32> {
+        self.hosts
+            .iter()
+            .filter_map(|h| h.replica.as_ref())
+            .filter(|r| r.role() == Role::Leader)
+            .max_by_key(|r| r.epoch())
+            .map(|r| r.id().0)
+    }
+
+    /// Cuts the link from `from` to `to` (one way).
+    pub fn block(&mut self, from: u32, to: u32) {
+        self.blocked.insert((ReplicaId(from), ReplicaId(to)));
+    }
+
+    /// Cuts both directions between `a` and `b`.
+    pub fn cut(&mut self, a: u32, b: u32) {
+        self.block(a, b);
+        self.block(b, a);
+    }
+
+    /// Cuts `id` off from every other replica.
+    pub fn isolate(&mut self, id: u32) {
+        for h in 0..self.hosts.len() as u32 {
+            if h + 1 != id {
+                self.cut(id, h + 1);
+            }
+        }
+    }
+
+    /// Restores every link.
+    pub fn heal(&mut self) {
+        self.blocked.clear();
+    }
+
+    /// Crashes a replica: it loses everything not yet durable (and its unsynced tail may tear
+    /// when the fault settings say so).
+    pub fn crash(&mut self, id: u32) {
+        let i = self.index(ReplicaId(id));
+        self.crash_host(i);
+    }
+
+    /// Restarts a crashed replica from its durable state.
+    pub fn restart(&mut self, id: u32) {
+        let i = self.index(ReplicaId(id));
+        if self.hosts[i].replica.is_none() {
+            self.start_host(i);
+        }
+    }
+
+    /// Holds (or releases) a replica's storage syncs, to observe what waits for durability.
+    pub fn hold_syncs(&mut self, id: u32, hold: bool) {
+        let i = self.index(ReplicaId(id));
+        self.hosts[i].hold_syncs = hold;
+        if !hold {
+            self.schedule_syncs(i);
+        }
+    }
+
+    /// Proposes a payload on a replica.
+    pub fn propose(&mut self, id: u32, payload: &[u8]) -> Result<OffsetAndEpoch, ProposeError> {
+        let i = self.index(ReplicaId(id));
+        self.propose_on(i, Bytes::copy_from_slice(payload))
+    }
+
+    /// Asks a replica to resign gracefully.
+    pub fn resign(&mut self, id: u32) {
+        let i = self.index(ReplicaId(id));
+        self.step_host(i, Input::Resign);
+    }
+
+    /// Runs events until virtual time `until`.
+    pub fn run_until(&mut self, until: Duration) {
+        while let Some((&(at, seq), _)) = self.queue.first_key_value() {
+            if at > until {
+                break;
+            }
+            if self.events >= EVENTS_MAX {
+                // Bounded like every loop: a run that generates this much work is livelocked.
+                self.queue.clear();
+                self.checker
+                    .report(self.now, format!("runaway: more than {EVENTS_MAX} events"));
+                break;
+            }
+            let ev = self.queue.remove(&(at, seq)).expect("first key exists");
+            self.now = at;
+            self.handle(ev);
+            self.after_event();
+        }
+        self.now = self.now.max(until);
+    }
+
+    /// Runs for `d` of virtual time.
+    pub fn run_for(&mut self, d: Duration) {
+        self.run_until(self.now + d);
+    }
+
+    /// Runs until `cond` holds (checked after every event), at most for `max`. Returns whether
+    /// it held.
+    pub fn run_until_cond(
+        &mut self,
+        max: Duration,
+        mut cond: impl FnMut(&Cluster) -> bool,
+    ) -> bool {
+        let until = self.now + max;
+        loop {
+            if cond(self) {
+                return true;
+            }
+            let Some((&(at, seq), _)) = self.queue.first_key_value() else {
+                return false;
+            };
+            if at > until {
+                self.now = until;
+                return cond(self);
+            }
+            let ev = self.queue.remove(&(at, seq)).expect("first key exists");
+            self.now = at;
+            self.handle(ev);
+            self.after_event();
+        }
+    }
+
+    /// Runs with the seed's faults (partitions, crashes, drops) until `until`.
+    pub fn run_with_faults_until(&mut self, until: Duration) {
+        self.faults_on = true;
+        self.next_partition = self.now + self.fault_interval(self.opts.faults.partition_every);
+        self.next_crash = self.now + self.fault_interval(self.opts.faults.crash_every);
+        while self.now < until {
+            let step_end = (self.now + Duration::from_millis(1)).min(until);
+            self.run_until(step_end);
+            self.inject_faults();
+        }
+        self.faults_on = false;
+    }
+
+    /// Ends every fault: links heal and crashed replicas restart.
+    pub fn heal_all(&mut self) {
+        self.faults_on = false;
+        self.heal();
+        for i in 0..self.hosts.len() {
+            if self.hosts[i].replica.is_none() {
+                self.start_host(i);
+            }
+        }
+    }
+
+    /// The liveness bound of the protocol reference (L1): fetch timeout plus a few election
+    /// rounds, plus network slack.
+    pub fn liveness_bound(&self) -> Duration {
+        self.opts.fetch_timeout + self.opts.election_timeout * 12 + Duration::from_millis(500)
+    }
+
+    /// Liveness: from `since` (faults off), a leader is elected and a new proposal commits
+    /// within the bound. Records a violation otherwise.
+    pub fn check_liveness(&mut self, since: Duration) {
+        let deadline = since + self.liveness_bound();
+        self.workload = false;
+        let mut marker: Option<OffsetAndEpoch> = None;
+        while self.now < deadline {
+            // A marker proposed on a leader that is then deposed may be lost: propose again on
+            // the newer leader.
+            if let Some(l) = self.leader() {
+                let epoch = self.replica(l).epoch();
+                if marker.is_none_or(|m| m.epoch < epoch) {
+                    let i = self.index(ReplicaId(l));
+                    marker = self
+                        .propose_on(i, Bytes::from_static(b"liveness-marker"))
+                        .ok();
+                }
+            }
+            if let Some(m) = marker {
+                let committed = self.checker.committed();
+                if committed
+                    .get(m.offset.0 as usize)
+                    .is_some_and(|r| r.epoch == m.epoch)
+                {
+                    return;
+                }
+            }
+            self.run_for(Duration::from_millis(5));
+        }
+        let msg = match marker {
+            None => format!(
+                "L1 no leader within {:?} after faults stopped",
+                self.liveness_bound()
+            ),
+            Some(m) => format!("L1 proposal {m} did not commit within the bound"),
+        };
+        self.checker.report(self.now, msg);
+    }
+
+    /// End-of-run checks that are too costly after every event.
+    pub fn check_final(&mut self) {
+        let logs: Vec<(ReplicaId, &[Record])> = self
+            .hosts
+            .iter()
+            .map(|h| (h.id, h.log.as_slice()))
+            .collect();
+        let mut checker = std::mem::take(&mut self.checker);
+        checker.check_log_matching(self.now, &logs);
+        self.checker = checker;
+    }
+
+    /// Every violation found so far.
+    pub fn violations(&self) -> &[String] {
+        self.checker.violations()
+    }
+
+    /// Role changes and notable events so far, one line each, for scenario expectations.
+    pub fn trace(&self) -> String {
+        self.trace.join("\n")
+    }
+
+    /// Clears the trace.
+    pub fn clear_trace(&mut self) {
+        self.trace.clear();
+    }
+
+    /// The committed prefix as the checker knows it.
+    pub fn committed(&self) -> &[Record] {
+        self.checker.committed()
+    }
+
+    /// The durable election state of a replica.
+    pub fn durable_election(&self, id: u32) -> Option<ElectionState> {
+        self.hosts[self.index(ReplicaId(id))].election
+    }
+
+    /// The log of a replica (including its unsynced tail).
+    pub fn log(&self, id: u32) -> &[Record] {
+        &self.hosts[self.index(ReplicaId(id))].log
+    }
+
+    /// Builds the report of a run.
+    pub fn report(&self, options: RunOptions, faults: Faults) -> RunReport {
+        let max_epoch = self
+            .hosts
+            .iter()
+            .filter_map(|h| h.election.map(|e| e.epoch.0))
+            .max()
+            .unwrap_or(0);
+        RunReport {
+            options: options.clone(),
+            faults,
+            violations: self.checker.violations().to_vec(),
+            committed: self.checker.committed().len() as u64,
+            acknowledged: self.acknowledged,
+            max_epoch,
+            events: self.events,
+            trace: if options.keep_trace {
+                self.trace()
+            } else {
+                String::new()
+            },
+        }
+    }
+
+    // ----- internals -----
+
+    fn index(&self, id: ReplicaId) -> usize {
+        let i = id.0 as usize - 1;
+        assert!(i < self.hosts.len(), "no replica {id}");
+        i
+    }
+
+    fn local_time(&self, i: usize) -> Instant {
+        let h = &self.hosts[i];
+        Instant((self.now.as_nanos() as f64 * h.rate) as u64)
+    }
+
+    fn global_time(&self, i: usize, local: Instant) -> Option<Duration> {
+        if local == Instant::NEVER {
+            return None;
+        }
+        let ns = (local.0 as f64 / self.hosts[i].rate).ceil() as u64;
+        Some(Duration::from_nanos(ns).max(self.now))
+    }
+
+    fn schedule(&mut self, at: Duration, ev: Ev) {
+        self.next_seq += 1;
+        self.queue.insert((at, self.next_seq), ev);
+    }
+
+    fn start_host(&mut self, i: usize) {
+        let now = self.local_time(i);
+        let seed = self.rng.next_u64();
+        let h = &mut self.hosts[i];
+        let state = log_state(&h.log);
+        h.replica = Some(Replica::new(h.cfg.clone(), h.election, &state, seed, now));
+        h.last_hwm = Offset::ZERO;
+        h.tick_at = None;
+        self.step_host(i, Input::Tick);
+    }
+
+    fn crash_host(&mut self, i: usize) {
+        let torn = self.rng.chance(self.opts.faults.torn_tail);
+        let keep_vote = self.rng.chance(0.5);
+        let cut = self.rng.next_u64();
+        let h = &mut self.hosts[i];
+        if h.replica.take().is_none() {
+            return;
+        }
+        h.incarnation += 1;
+        // What reached the disk: everything synced, plus (torn) part of what was not.
+        let mut disk = std::mem::take(&mut h.durable_log);
+        if torn && !h.pending_ops.is_empty() {
+            let ops = h.pending_ops.len() as u64;
+            let keep = (cut % (ops + 1)) as usize;
+            for (k, op) in h.pending_ops.iter().enumerate().take(keep) {
+                match op {
+                    LogOp::Append { records, .. } => {
+                        let n = if k + 1 == keep {
+                            (cut >> 8) as usize % (records.len() + 1)
+                        } else {
+                            records.len()
+                        };
+                        disk.extend(records.iter().take(n).cloned());
+                    }
+                    LogOp::Truncate { end, .. } => disk.truncate(end.0 as usize),
+                }
+            }
+        }
+        h.pending_ops.clear();
+        h.log = disk.clone();
+        h.durable_log = disk;
+        let mut vote_landed = None;
+        if let Some((_, state)) = h.election_pending.take() {
+            if keep_vote {
+                h.election = Some(state);
+                vote_landed = Some(state);
+            }
+        }
+        h.log_sync_scheduled = false;
+        h.election_sync_scheduled = false;
+        h.inbound.clear();
+        h.outstanding.clear();
+        h.tick_at = None;
+        let id = h.id;
+        self.trace
+            .push(format!("{}ms {id} crashed", self.now.as_millis()));
+        if let Some(state) = vote_landed {
+            self.checker.on_durable_election(self.now, id, state);
+        }
+    }
+
+    fn propose_on(&mut self, i: usize, payload: Bytes) -> Result<OffsetAndEpoch, ProposeError> {
+        let now = self.local_time(i);
+        let h = &mut self.hosts[i];
+        let Some(replica) = h.replica.as_mut() else {
+            return Err(ProposeError::ShuttingDown);
+        };
+        let mut out = std::mem::take(&mut h.out);
+        let result = replica.propose(now, payload.clone(), &mut out);
+        if let Ok(id) = result {
+            self.proposals.push_back((id, payload));
+        }
+        self.handle_outputs(i, &mut out);
+        self.hosts[i].out = out;
+        self.schedule_tick(i);
+        result
+    }
+
+    fn step_host(&mut self, i: usize, input: Input) {
+        let now = self.local_time(i);
+        let h = &mut self.hosts[i];
+        let Some(replica) = h.replica.as_mut() else {
+            return;
+        };
+        let mut out = std::mem::take(&mut h.out);
+        replica.step(now, input, &mut out);
+        self.handle_outputs(i, &mut out);
+        self.hosts[i].out = out;
+        self.schedule_tick(i);
+    }
+
+    fn schedule_tick(&mut self, i: usize) {
+        let Some(replica) = self.hosts[i].replica.as_ref() else {
+            return;
+        };
+        let Some(at) = self.global_time(i, replica.next_deadline()) else {
+            return;
+        };
+        let h = &self.hosts[i];
+        if h.tick_at.is_some_and(|t| t <= at && t >= self.now) {
+            return;
+        }
+        let (host, incarnation) = (h.id, h.incarnation);
+        self.hosts[i].tick_at = Some(at);
+        self.schedule(at, Ev::Tick { host, incarnation });
+    }
+
+    fn schedule_syncs(&mut self, i: usize) {
+        let lat = self.rng.range(
+            self.opts.faults.sync_min.as_nanos() as u64,
+            self.opts.faults.sync_max.as_nanos() as u64,
+        );
+        let at = self.now + Duration::from_nanos(lat);
+        let h = &mut self.hosts[i];
+        if h.hold_syncs {
+            return;
+        }
+        let (host, incarnation) = (h.id, h.incarnation);
+        if !h.pending_ops.is_empty() && !h.log_sync_scheduled {
+            h.log_sync_scheduled = true;
+            self.schedule(at, Ev::LogSync { host, incarnation });
+        }
+        let h = &mut self.hosts[i];
+        if h.election_pending.is_some() && !h.election_sync_scheduled {
+            h.election_sync_scheduled = true;
+            self.schedule(at, Ev::ElectionSync { host, incarnation });
+        }
+    }
+
+    fn handle_outputs(&mut self, i: usize, out: &mut Outputs) {
+        let mut follow_up = Vec::new();
+        if let Some(p) = out.persist.take() {
+            self.hosts[i].election_pending = Some(p);
+        }
+        for op in out.log.drain(..) {
+            let id = self.hosts[i].id;
+            match &op {
+                LogOp::Append { records, .. } => {
+                    let h = &mut self.hosts[i];
+                    assert_eq!(
+                        records.first().map(|r| r.offset.0 as usize),
+                        Some(h.log.len()),
+                        "driver contract: appends continue the log"
+                    );
+                    h.log.extend(records.iter().cloned());
+                    self.checker.on_append(self.now, id, records);
+                }
+                LogOp::Truncate { end, .. } => self.hosts[i].log.truncate(end.0 as usize),
+            }
+            self.hosts[i].pending_ops.push_back(op);
+        }
+        self.schedule_syncs(i);
+        let messages: Vec<Outgoing> = out.messages.drain(..).collect();
+        for msg in messages {
+            self.send(i, msg);
+        }
+        if let Some(hwm) = out.committed.take() {
+            let h = &self.hosts[i];
+            let epoch = h
+                .replica
+                .as_ref()
+                .map_or(Epoch::ZERO, |r| r.election_state().epoch);
+            let prev = h.last_hwm;
+            self.checker
+                .on_commit(self.now, h.id, epoch, prev, hwm, &h.log);
+            self.hosts[i].last_hwm = hwm;
+            self.resolve_proposals();
+            // The simulated state machine applies at once.
+            follow_up.push(Input::Applied(hwm));
+        }
+        for ev in out.events.drain(..) {
+            self.note_event(i, ev);
+        }
+        for input in follow_up {
+            let now = self.local_time(i);
+            if let Some(replica) = self.hosts[i].replica.as_mut() {
+                replica.step(now, input, out);
+            }
+        }
+        if !out.is_empty() {
+            self.handle_outputs(i, out);
+        }
+    }
+
+    fn note_event(&mut self, i: usize, ev: Event) {
+        let id = self.hosts[i].id;
+        let t = self.now.as_millis();
+        match ev {
+            Event::RoleChanged {
+                role,
+                epoch,
+                leader,
+            } => {
+                let leader = leader.map_or("-".to_string(), |l| l.to_string());
+                self.trace
+                    .push(format!("{t}ms {id} {role} {epoch} leader={leader}"));
+                if role == Role::Leader {
+                    let log = std::mem::take(&mut self.hosts[i].log);
+                    self.checker.on_leader(self.now, id, epoch, &log);
+                    self.hosts[i].log = log;
+                }
+            }
+            Event::ProposalsDropped { epoch, from } => {
+                self.trace.push(format!(
+                    "{t}ms {id} dropped proposals of {epoch} from {from}"
+                ));
+            }
+            Event::InconsistentLeader {
+                from,
+                epoch,
+                claimed,
+            } => {
+                let msg = format!("{id} heard from {from} that {claimed:?} leads {epoch}");
+                self.checker.report(self.now, msg);
+            }
+        }
+    }
+
+    fn resolve_proposals(&mut self) {
+        let committed = self.checker.committed();
+        while let Some((id, payload)) = self.proposals.front() {
+            let Some(rec) = committed.get(id.offset.0 as usize) else {
+                break;
+            };
+            if rec.epoch == id.epoch && rec.payload == *payload {
+                self.acknowledged += 1;
+            }
+            self.proposals.pop_front();
+        }
+    }
+
+    fn send(&mut self, i: usize, msg: Outgoing) {
+        let h = &self.hosts[i];
+        let (from, incarnation) = (h.id, h.incarnation);
+        let durable = h.election.unwrap_or_default();
+        self.checker.on_send(self.now, from, durable, &msg);
+        match msg {
+            Outgoing::Request { to, id, request } => {
+                self.hosts[i].outstanding.insert(id, to);
+                let timeout = self.hosts[i].cfg.request_timeout;
+                self.schedule(
+                    self.now + timeout,
+                    Ev::Timeout {
+                        host: from,
+                        incarnation,
+                        id,
+                    },
+                );
+                self.net_send(from, to, incarnation, Wire::Request { id, request });
+            }
+            Outgoing::Response {
+                id,
+                mut response,
+                records,
+                ..
+            } => {
+                let Some(inbound) = self.hosts[i].inbound.remove(&id.0) else {
+                    return;
+                };
+                if let (Some(candidate), Response::Vote(v)) = (inbound.standard_vote, &response) {
+                    if v.granted {
+                        self.checker
+                            .on_standard_grant(self.now, from, candidate, v.epoch, durable);
+                    }
+                }
+                if let (Some(range), Response::Fetch(f)) = (records, &mut response) {
+                    f.records = read_range(&self.hosts[i].log, range);
+                }
+                let wire = Wire::Response {
+                    id: inbound.id,
+                    response,
+                };
+                self.net_send(from, inbound.from, inbound.incarnation, wire);
+            }
+        }
+    }
+
+    fn net_send(&mut self, from: ReplicaId, to: ReplicaId, incarnation: u32, wire: Wire) {
+        if self.blocked.contains(&(from, to)) {
+            return;
+        }
+        let f = &self.opts.faults;
+        if self.faults_on && self.rng.chance(f.drop) {
+            return;
+        }
+        let (lo, hi) = (f.delay_min.as_nanos() as u64, f.delay_max.as_nanos() as u64);
+        let dup = self.faults_on && self.rng.chance(f.duplicate);
+        let delay = Duration::from_nanos(self.rng.range(lo, hi));
+        if dup {
+            let again = Duration::from_nanos(self.rng.range(lo, hi));
+            let copy = match &wire {
+                Wire::Request { id, request } => Wire::Request {
+                    id: *id,
+                    request: request.clone(),
+                },
+                Wire::Response { id, response } => Wire::Response {
+                    id: *id,
+                    response: response.clone(),
+                },
+            };
+            self.schedule(
+                self.now + again,
+                Ev::Deliver {
+                    to,
+                    from,
+                    incarnation,
+                    wire: copy,
+                },
+            );
+        }
+        self.schedule(
+            self.now + delay,
+            Ev::Deliver {
+                to,
+                from,
+                incarnation,
+                wire,
+            },
+        );
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        self.events += 1;
+        match ev {
+            Ev::Deliver {
+                to,
+                from,
+                incarnation,
+                wire,
+            } => {
+                let i = self.index(to);
+                if self.hosts[i].replica.is_none() {
+                    return;
+                }
+                match wire {
+                    Wire::Request { id, request } => {
+                        let h = &mut self.hosts[i];
+                        let inbound_id = h.next_inbound;
+                        h.next_inbound += 1;
+                        let standard_vote = match &request {
+                            Request::Vote(v) if !v.pre_vote => Some(v.candidate),
+                            _ => None,
+                        };
+                        h.inbound.insert(
+                            inbound_id,
+                            Inbound {
+                                from,
+                                id,
+                                incarnation,
+                                standard_vote,
+                            },
+                        );
+                        let input = Input::Request {
+                            from,
+                            id: RequestId(inbound_id),
+                            request,
+                        };
+                        self.step_host(i, input);
+                    }
+                    Wire::Response { id, response } => {
+                        if self.hosts[i].incarnation != incarnation {
+                            return;
+                        }
+                        self.hosts[i].outstanding.remove(&id);
+                        self.step_host(i, Input::Response { from, id, response });
+                    }
+                }
+            }
+            Ev::Timeout {
+                host,
+                incarnation,
+                id,
+            } => {
+                let i = self.index(host);
+                let h = &mut self.hosts[i];
+                if h.incarnation != incarnation {
+                    return;
+                }
+                if let Some(to) = h.outstanding.remove(&id) {
+                    self.step_host(i, Input::RequestFailed { to, id });
+                }
+            }
+            Ev::Tick { host, incarnation } => {
+                let i = self.index(host);
+                let h = &mut self.hosts[i];
+                if h.incarnation == incarnation && h.tick_at == Some(self.now) {
+                    h.tick_at = None;
+                    self.step_host(i, Input::Tick);
+                } else if h.incarnation == incarnation && h.tick_at.is_none() {
+                    self.schedule_tick(i);
+                }
+            }
+            Ev::LogSync { host, incarnation } => {
+                let i = self.index(host);
+                let h = &mut self.hosts[i];
+                if h.incarnation != incarnation || h.replica.is_none() {
+                    return;
+                }
+                h.log_sync_scheduled = false;
+                let mut last = None;
+                while let Some(op) = h.pending_ops.pop_front() {
+                    match op {
+                        LogOp::Append { seq, records } => {
+                            h.durable_log.extend(records);
+                            last = Some(seq);
+                        }
+                        LogOp::Truncate { seq, end } => {
+                            h.durable_log.truncate(end.0 as usize);
+                            last = Some(seq);
+                        }
+                    }
+                }
+                if let Some(seq) = last {
+                    self.step_host(i, Input::LogPersisted(seq));
+                }
+            }
+            Ev::ElectionSync { host, incarnation } => {
+                let i = self.index(host);
+                let h = &mut self.hosts[i];
+                if h.incarnation != incarnation || h.replica.is_none() {
+                    return;
+                }
+                h.election_sync_scheduled = false;
+                if let Some((seq, state)) = h.election_pending.take() {
+                    h.election = Some(state);
+                    let id = h.id;
+                    self.checker.on_durable_election(self.now, id, state);
+                    self.step_host(i, Input::ElectionPersisted(seq));
+                }
+            }
+            Ev::Restart { host } => {
+                let i = self.index(host);
+                if self.hosts[i].replica.is_none() {
+                    self.trace
+                        .push(format!("{}ms {host} restarted", self.now.as_millis()));
+                    self.start_host(i);
+                }
+            }
+        }
+    }
+
+    fn after_event(&mut self) {
+        if self.workload && self.now >= self.next_propose {
+            self.next_propose = self.now + Duration::from_micros(self.rng.range(500, 8000));
+            if let Some(l) = self.leader() {
+                let payload = format!("w{}", self.next_payload);
+                self.next_payload += 1;
+                let i = self.index(ReplicaId(l));
+                let _ = self.propose_on(i, Bytes::from(payload));
+            }
+        }
+        let voters = self.opts.voters as usize;
+        let logs: Vec<&[Record]> = self.hosts[..voters]
+            .iter()
+            .map(|h| h.durable_log.as_slice())
+            .collect();
+        let mut checker = std::mem::take(&mut self.checker);
+        checker.check_majority_durable(self.now, &logs, self.majority);
+        self.checker = checker;
+    }
+
+    fn fault_interval(&mut self, mean: Duration) -> Duration {
+        if mean.is_zero() {
+            return Duration::MAX / 4;
+        }
+        Duration::from_nanos(
+            self.rng
+                .range(mean.as_nanos() as u64 / 2, mean.as_nanos() as u64 * 3 / 2),
+        )
+    }
+
+    fn inject_faults(&mut self) {
+        let n = self.hosts.len() as u32;
+        if self.now >= self.next_partition {
+            self.next_partition = self.now + self.fault_interval(self.opts.faults.partition_every);
+            self.heal();
+            match self.rng.below(5) {
+                0 => {}
+                1 => {
+                    let r = self.rng.range(1, n as u64) as u32;
+                    self.isolate(r);
+                }
+                2 => {
+                    let group: Vec<u32> = (1..=n).filter(|_| self.rng.chance(0.5)).collect();
+                    for a in 1..=n {
+                        for b in 1..=n {
+                            if group.contains(&a) != group.contains(&b) {
+                                self.block(a, b);
+                            }
+                        }
+                    }
+                }
+                3 => {
+                    let a = self.rng.range(1, n as u64) as u32;
+                    let b = self.rng.range(1, n as u64) as u32;
+                    if a != b {
+                        self.block(a, b);
+                    }
+                }
+                _ => {
+                    // A voter that reaches the others but not the leader.
+                    if let Some(l) = self.leader() {
+                        let f = self.rng.range(1, self.opts.voters as u64) as u32;
+                        if f != l {
+                            self.cut(l, f);
+                        }
+                    }
+                }
+            }
+        }
+        if self.now >= self.next_crash {
+            self.next_crash = self.now + self.fault_interval(self.opts.faults.crash_every);
+            let victim = self.rng.below(n as u64) as usize;
+            if self.hosts[victim].replica.is_some() {
+                self.crash_host(victim);
+                let down = self
+                    .rng
+                    .range(1, self.opts.faults.downtime_max.as_nanos() as u64);
+                let host = self.hosts[victim].id;
+                self.schedule(self.now + Duration::from_nanos(down), Ev::Restart { host });
+            }
+        }
+    }
+}
+
+/// What a log store would report on opening this log.
+fn log_state(log: &[Record]) -> LogState {
+    let mut epochs: Vec<EpochStart> = Vec::new();
+    for r in log {
+        if epochs.last().is_none_or(|e| e.epoch != r.epoch) {
+            epochs.push(EpochStart {
+                epoch: r.epoch,
+                start: r.offset,
+            });
+        }
+    }
+    let end = OffsetAndEpoch::new(
+        Offset(log.len() as u64),
+        log.last().map_or(Epoch::ZERO, |r| r.epoch),
+    );
+    LogState {
+        start: Offset::ZERO,
+        end,
+        epochs,
+    }
+}
+
+/// The driver's part of a fetch response: records of the range, within the byte limit.
+fn read_range(log: &[Record], range: crate::protocol::RecordRange) -> Vec<Record> {
+    let end = (range.to.0 as usize).min(log.len());
+    let mut bytes = 0usize;
+    let mut out = Vec::new();
+    for r in log.iter().take(end).skip(range.from.0 as usize) {
+        bytes += r.encoded_len();
+        if !out.is_empty() && bytes > range.max_bytes as usize {
+            break;
+        }
+        out.push(r.clone());
+    }
+    out
+}

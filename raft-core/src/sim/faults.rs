@@ -1,0 +1,72 @@
+//! Per-seed fault settings ("swarm" testing): each seed draws its own mix, so that some runs
+//! hammer one kind of fault while others combine all of them.
+
+use std::time::Duration;
+
+use super::SimRng;
+
+/// The fault settings of one run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Faults {
+    /// Probability that a message is lost.
+    pub drop: f64,
+    /// Probability that a message is delivered twice.
+    pub duplicate: f64,
+    /// Network delay bounds; delays are uniform in between, which also reorders messages.
+    pub delay_min: Duration,
+    /// Upper delay bound.
+    pub delay_max: Duration,
+    /// Mean time between partition changes (none when zero).
+    pub partition_every: Duration,
+    /// Mean time between crashes (none when zero).
+    pub crash_every: Duration,
+    /// Longest time a crashed replica stays down.
+    pub downtime_max: Duration,
+    /// Probability that a crash tears the unsynced tail (keeps a random part of it).
+    pub torn_tail: f64,
+    /// Storage sync latency bounds.
+    pub sync_min: Duration,
+    /// Upper sync latency bound.
+    pub sync_max: Duration,
+    /// Largest clock rate difference between replicas, in parts per million.
+    pub drift_ppm: u32,
+}
+
+impl Faults {
+    /// No faults at all: a perfect, fast network and disk.
+    pub fn none() -> Faults {
+        Faults {
+            drop: 0.0,
+            duplicate: 0.0,
+            delay_min: Duration::from_micros(500),
+            delay_max: Duration::from_micros(500),
+            partition_every: Duration::ZERO,
+            crash_every: Duration::ZERO,
+            downtime_max: Duration::ZERO,
+            torn_tail: 0.0,
+            sync_min: Duration::from_micros(200),
+            sync_max: Duration::from_micros(200),
+            drift_ppm: 0,
+        }
+    }
+
+    /// The settings seed `seed` draws.
+    pub fn draw(seed: u64) -> Faults {
+        let mut rng = SimRng::new(seed.wrapping_mul(0xA24B_AED4_963E_E407));
+        let ms = Duration::from_millis;
+        let us = Duration::from_micros;
+        Faults {
+            drop: rng.pick(&[0.0, 0.0, 0.01, 0.05, 0.15]),
+            duplicate: rng.pick(&[0.0, 0.01, 0.05]),
+            delay_min: us(rng.pick(&[100, 500, 1000])),
+            delay_max: ms(rng.pick(&[1, 5, 20, 60])),
+            partition_every: ms(rng.pick(&[0, 300, 800, 2000])),
+            crash_every: ms(rng.pick(&[0, 400, 1000, 3000])),
+            downtime_max: ms(rng.pick(&[50, 300, 1500])),
+            torn_tail: rng.pick(&[0.0, 0.5, 1.0]),
+            sync_min: us(rng.pick(&[50, 200])),
+            sync_max: us(rng.pick(&[300, 2000, 10_000])),
+            drift_ppm: rng.pick(&[0, 1_000, 20_000]) as u32,
+        }
+    }
+}

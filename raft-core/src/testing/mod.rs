@@ -1,0 +1,7 @@
+//! Conformance suites that every adapter runs from its own tests (feature `testing`): the
+//! storage suite ([`storage`]) and the transport suite ([`transport`]). Each suite is one
+//! `run_all` function over a builder the adapter provides; each check is a named function so a
+//! failure says which promise of the `io` traits was broken.
+
+pub mod storage;
+pub mod transport;
