@@ -68,7 +68,7 @@ impl Config {
             batch_bytes_max: 1 << 20,
             fetch_bytes_max: 1 << 20,
             pending_proposals_max: 16 * 1024,
-            payload_bytes_max: 1 << 20,
+            payload_bytes_max: 512 << 10,
             pre_vote: true,
             check_quorum: true,
             sticky_votes: true,

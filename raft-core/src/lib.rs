@@ -15,6 +15,8 @@
 
 pub mod codec;
 pub mod config;
+#[cfg(feature = "driver")]
+pub mod driver;
 pub mod io;
 pub mod mem;
 pub mod message;

@@ -238,6 +238,54 @@ pub enum Response {
 }
 
 impl Request {
+    /// A refusal of this request with `code`, from a replica that cannot say more (epoch 0,
+    /// no leader): receivers treat it as stale and retry.
+    pub fn error_response(&self, code: ErrorCode) -> Response {
+        let epoch = Epoch::ZERO;
+        let error = Some(code);
+        match self {
+            Request::Vote(_) => Response::Vote(VoteResponse {
+                error,
+                epoch,
+                leader: None,
+                granted: false,
+            }),
+            Request::BeginQuorumEpoch(_) => Response::BeginQuorumEpoch(EpochResponse {
+                error,
+                epoch,
+                leader: None,
+            }),
+            Request::EndQuorumEpoch(_) => Response::EndQuorumEpoch(EpochResponse {
+                error,
+                epoch,
+                leader: None,
+            }),
+            Request::Fetch(_) => Response::Fetch(FetchResponse {
+                error,
+                epoch,
+                leader: None,
+                high_watermark: None,
+                diverging: None,
+                records: Vec::new(),
+                read_barrier: ReadBarrier::default(),
+            }),
+            Request::DescribeQuorum(_) => Response::DescribeQuorum(DescribeQuorumResponse {
+                error,
+                epoch,
+                leader: None,
+                high_watermark: None,
+                voters: Vec::new(),
+                observers: Vec::new(),
+            }),
+            Request::ReadIndex(_) => Response::ReadIndex(ReadIndexResponse {
+                error,
+                epoch,
+                leader: None,
+                read_offset: None,
+            }),
+        }
+    }
+
     /// The name of the RPC, for metrics and traces.
     pub fn kind(&self) -> RpcKind {
         match self {

@@ -120,7 +120,9 @@ enum Op {
     Append(Vec<(Offset, Bytes)>),
     Truncate,
     /// A purge; `previous_start` is the log start before it, where the first live batch is.
-    Purge { previous_start: Offset },
+    Purge {
+        previous_start: Offset,
+    },
     Save(ElectionState),
 }
 
@@ -165,7 +167,9 @@ pub struct FjallStore {
 
 impl std::fmt::Debug for FjallStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FjallStore").field("dir", &self.dir).finish_non_exhaustive()
+        f.debug_struct("FjallStore")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
     }
 }
 
@@ -203,7 +207,9 @@ fn open_db(dir: &Path, options: &Options) -> Result<(Database, Keyspace, Keyspac
         .map_err(io)?;
     let memtable = options.max_memtable_bytes.max(1 << 20);
     let create = || {
-        KeyspaceCreateOptions::default().manual_journal_persist(true).max_memtable_size(memtable)
+        KeyspaceCreateOptions::default()
+            .manual_journal_persist(true)
+            .max_memtable_size(memtable)
     };
     let log = db.keyspace(KS_LOG, create).map_err(io)?;
     let meta = db.keyspace(KS_META, create).map_err(io)?;
@@ -232,7 +238,11 @@ impl FjallStore {
             meta: meta_ks,
             options,
             committed_end: AtomicU64::new(meta.end.0),
-            accepted: Mutex::new(Accepted { meta, seq: 0, tx: Some(tx) }),
+            accepted: Mutex::new(Accepted {
+                meta,
+                seq: 0,
+                tx: Some(tx),
+            }),
             poisoned: Mutex::new(None),
             finished,
             fail_next_write: AtomicBool::new(false),
@@ -242,7 +252,11 @@ impl FjallStore {
             .name("raft-fjall-writer".into())
             .spawn(move || run_writer(&for_writer, rx))
             .map_err(io)?;
-        Ok(FjallStore { shared, writer: Some(writer), dir })
+        Ok(FjallStore {
+            shared,
+            writer: Some(writer),
+            dir,
+        })
     }
 
     /// The data directory.
@@ -284,14 +298,22 @@ impl FjallStore {
                 bytes,
                 done,
             };
-            let sent = acc.tx.as_ref().map(|tx| tx.send(request).is_ok()).unwrap_or(false);
+            let sent = acc
+                .tx
+                .as_ref()
+                .map(|tx| tx.send(request).is_ok())
+                .unwrap_or(false);
             if !sent {
-                return Err(StorageError::Poisoned("the writer thread has stopped".into()));
+                return Err(StorageError::Poisoned(
+                    "the writer thread has stopped".into(),
+                ));
             }
         }
         match wait.await {
             Ok(result) => result,
-            Err(_) => Err(StorageError::Poisoned("the writer thread has stopped".into())),
+            Err(_) => Err(StorageError::Poisoned(
+                "the writer thread has stopped".into(),
+            )),
         }
     }
 
@@ -345,7 +367,11 @@ impl Drop for FjallStore {
 
 /// Stamps a new database with the format and cluster id, or checks them on an existing one;
 /// returns the log bookkeeping.
-fn init_or_check(db: &Database, meta: &Keyspace, cluster_id: &str) -> Result<LogMeta, StorageError> {
+fn init_or_check(
+    db: &Database,
+    meta: &Keyspace,
+    cluster_id: &str,
+) -> Result<LogMeta, StorageError> {
     match meta.get(KEY_FORMAT).map_err(io)? {
         Some(format) => {
             let cluster = meta.get(KEY_CLUSTER).map_err(io)?;
@@ -367,7 +393,11 @@ fn init_or_check(db: &Database, meta: &Keyspace, cluster_id: &str) -> Result<Log
     LogMeta::decode(&value).map_err(|e| io_msg(format!("the log bookkeeping is unreadable: {e}")))
 }
 
-fn check_stamp(format: &[u8], cluster: Option<&[u8]>, cluster_id: &str) -> Result<(), StorageError> {
+fn check_stamp(
+    format: &[u8],
+    cluster: Option<&[u8]>,
+    cluster_id: &str,
+) -> Result<(), StorageError> {
     let version = <[u8; 4]>::try_from(format)
         .map(u32::from_le_bytes)
         .map_err(|_| StorageError::Incompatible("unreadable format version".into()))?;
@@ -452,7 +482,10 @@ fn commit_group(shared: &Shared, group: &[Request]) -> Result<(), StorageError> 
     if shared.fail_next_write.swap(false, Ordering::SeqCst) {
         return Err(io_msg("injected write failure".into()));
     }
-    let mut pending = Pending { batch: shared.db.batch(), meta: None };
+    let mut pending = Pending {
+        batch: shared.db.batch(),
+        meta: None,
+    };
     for request in group {
         match (&request.op, &request.meta) {
             (Op::Append(batches), _) => {
@@ -470,7 +503,9 @@ fn commit_group(shared: &Shared, group: &[Request]) -> Result<(), StorageError> 
                 purge_ops(shared, &mut pending.batch, *previous_start, meta)?;
             }
             (Op::Save(state), _) => {
-                pending.batch.insert(&shared.meta, KEY_ELECTION, encode_election_state(state));
+                pending
+                    .batch
+                    .insert(&shared.meta, KEY_ELECTION, encode_election_state(state));
             }
             (Op::Truncate | Op::Purge { .. }, None) => {
                 unreachable!("log ops always carry their meta")

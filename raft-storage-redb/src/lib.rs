@@ -155,7 +155,9 @@ pub struct RedbStore {
 
 impl std::fmt::Debug for RedbStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedbStore").field("dir", &self.dir).finish_non_exhaustive()
+        f.debug_struct("RedbStore")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
     }
 }
 
@@ -199,7 +201,11 @@ impl RedbStore {
             db,
             options,
             committed_end: AtomicU64::new(meta.end.0),
-            accepted: Mutex::new(Accepted { meta, seq: 0, tx: Some(tx) }),
+            accepted: Mutex::new(Accepted {
+                meta,
+                seq: 0,
+                tx: Some(tx),
+            }),
             poisoned: Mutex::new(None),
             finished,
             fail_next_write: AtomicBool::new(false),
@@ -209,7 +215,11 @@ impl RedbStore {
             .name("raft-redb-writer".into())
             .spawn(move || run_writer(&for_writer, rx))
             .map_err(io)?;
-        Ok(RedbStore { shared, writer: Some(writer), dir })
+        Ok(RedbStore {
+            shared,
+            writer: Some(writer),
+            dir,
+        })
     }
 
     /// The data directory.
@@ -252,14 +262,22 @@ impl RedbStore {
                 bytes,
                 done,
             };
-            let sent = acc.tx.as_ref().map(|tx| tx.send(request).is_ok()).unwrap_or(false);
+            let sent = acc
+                .tx
+                .as_ref()
+                .map(|tx| tx.send(request).is_ok())
+                .unwrap_or(false);
             if !sent {
-                return Err(StorageError::Poisoned("the writer thread has stopped".into()));
+                return Err(StorageError::Poisoned(
+                    "the writer thread has stopped".into(),
+                ));
             }
         }
         match wait.await {
             Ok(result) => result,
-            Err(_) => Err(StorageError::Poisoned("the writer thread has stopped".into())),
+            Err(_) => Err(StorageError::Poisoned(
+                "the writer thread has stopped".into(),
+            )),
         }
     }
 
@@ -313,17 +331,26 @@ fn init_or_check(db: &Database, cluster_id: &str) -> Result<LogMeta, StorageErro
     let txn = db.begin_write().map_err(io)?;
     let stamped = {
         let mut meta = txn.open_table(META).map_err(io)?;
-        let format = meta.get(KEY_FORMAT).map_err(io)?.map(|v| v.value().to_vec());
+        let format = meta
+            .get(KEY_FORMAT)
+            .map_err(io)?
+            .map(|v| v.value().to_vec());
         match format {
             Some(format) => {
-                let cluster = meta.get(KEY_CLUSTER).map_err(io)?.map(|v| v.value().to_vec());
+                let cluster = meta
+                    .get(KEY_CLUSTER)
+                    .map_err(io)?
+                    .map(|v| v.value().to_vec());
                 check_stamp(&format, cluster.as_deref(), cluster_id)?;
                 true
             }
             None => {
-                meta.insert(KEY_FORMAT, FORMAT_VERSION.to_le_bytes().as_slice()).map_err(io)?;
-                meta.insert(KEY_CLUSTER, cluster_id.as_bytes()).map_err(io)?;
-                meta.insert(KEY_LOG_META, LogMeta::default().encode().as_slice()).map_err(io)?;
+                meta.insert(KEY_FORMAT, FORMAT_VERSION.to_le_bytes().as_slice())
+                    .map_err(io)?;
+                meta.insert(KEY_CLUSTER, cluster_id.as_bytes())
+                    .map_err(io)?;
+                meta.insert(KEY_LOG_META, LogMeta::default().encode().as_slice())
+                    .map_err(io)?;
                 let _ = txn.open_table(LOG).map_err(io)?;
                 false
             }
@@ -338,7 +365,11 @@ fn init_or_check(db: &Database, cluster_id: &str) -> Result<LogMeta, StorageErro
     load_meta(&read.open_table(META).map_err(io)?)
 }
 
-fn check_stamp(format: &[u8], cluster: Option<&[u8]>, cluster_id: &str) -> Result<(), StorageError> {
+fn check_stamp(
+    format: &[u8],
+    cluster: Option<&[u8]>,
+    cluster_id: &str,
+) -> Result<(), StorageError> {
     let version = <[u8; 4]>::try_from(format)
         .map(u32::from_le_bytes)
         .map_err(|_| StorageError::Incompatible("unreadable format version".into()))?;
@@ -356,7 +387,9 @@ fn check_stamp(format: &[u8], cluster: Option<&[u8]>, cluster_id: &str) -> Resul
     Ok(())
 }
 
-fn load_meta(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<LogMeta, StorageError> {
+fn load_meta(
+    meta: &impl ReadableTable<&'static str, &'static [u8]>,
+) -> Result<LogMeta, StorageError> {
     let value = meta
         .get(KEY_LOG_META)
         .map_err(io)?
@@ -438,7 +471,9 @@ fn apply_group(txn: &WriteTransaction, group: &[Request]) -> Result<(), StorageE
             (Op::Purge, Some(meta)) => purge_table(&mut log, meta)?,
             (Op::Save(state), _) => {
                 let value = encode_election_state(state);
-                meta_table.insert(KEY_ELECTION, value.as_slice()).map_err(io)?;
+                meta_table
+                    .insert(KEY_ELECTION, value.as_slice())
+                    .map_err(io)?;
             }
             (Op::Truncate | Op::Purge, None) => unreachable!("log ops always carry their meta"),
         }
@@ -447,7 +482,9 @@ fn apply_group(txn: &WriteTransaction, group: &[Request]) -> Result<(), StorageE
         }
     }
     if let Some(meta) = last_meta {
-        meta_table.insert(KEY_LOG_META, meta.encode().as_slice()).map_err(io)?;
+        meta_table
+            .insert(KEY_LOG_META, meta.encode().as_slice())
+            .map_err(io)?;
     }
     Ok(())
 }
@@ -581,7 +618,10 @@ pub fn corrupt_record(dir: impl AsRef<Path>, offset: Offset) -> Result<(), Stora
                 .next_back()
                 .ok_or_else(|| StorageError::Invalid(format!("no record at {offset}")))?;
             let (key, value) = entry.map_err(io)?;
-            (key.value(), corrupt_in_batch(value.value(), Offset(key.value()), offset)?)
+            (
+                key.value(),
+                corrupt_in_batch(value.value(), Offset(key.value()), offset)?,
+            )
         };
         log.insert(base, changed.as_slice()).map_err(io)?;
     }

@@ -144,7 +144,11 @@ impl Drop for Inner {
 }
 
 impl QuicTransport {
-    /// Binds `config.listen` and starts accepting connections. Must run inside a tokio runtime.
+    /// Binds `config.listen` and starts accepting connections.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime (the endpoint's tasks are spawned on the current one).
     pub fn bind(config: QuicConfig) -> Result<QuicTransport, SetupError> {
         let socket = UdpSocket::bind(config.listen)?;
         Self::with_socket(config, socket)

@@ -1,2 +1,183 @@
-//! Project chores: `cargo xtask ci`, `cargo xtask sim`, `cargo xtask bench`.
-fn main() {}
+//! Project chores, run as `cargo xtask <command>`:
+//!
+//! * `ci`: the canonical check list CI runs (format, tidy rules, clippy, docs, tests, a bounded
+//!   simulator sweep). `.ci/run` calls exactly this.
+//! * `sim [--seeds N] [--seed S] [--voters 3|5] [--observers K] [--first S]`: a simulator sweep
+//!   (release build). A failing seed prints the one command that replays it.
+//!
+//! Cargo is invoked through `$CARGO`, so the toolchain that runs xtask runs everything else.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("ci") => ci(),
+        Some("sim") => sim(&args[1..]),
+        _ => {
+            eprintln!(
+                "usage: cargo xtask ci | sim [--seeds N] [--seed S] [--voters V] [--observers K]"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(root());
+    cmd
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .into()
+}
+
+fn run(name: &str, cmd: &mut Command) -> Result<(), String> {
+    println!("==> {name}");
+    let started = Instant::now();
+    let status = cmd
+        .status()
+        .map_err(|e| format!("{name}: cannot start: {e}"))?;
+    println!("<== {name}: {:.1}s", started.elapsed().as_secs_f64());
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{name} failed ({status})"))
+    }
+}
+
+fn ci() -> Result<(), String> {
+    let started = Instant::now();
+    run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
+    tidy()?;
+    run(
+        "clippy",
+        cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--all-features",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    run(
+        "doc",
+        cargo()
+            .args([
+                "doc",
+                "--workspace",
+                "--no-deps",
+                "--all-features",
+                "--locked",
+            ])
+            .env("RUSTDOCFLAGS", "-D warnings"),
+    )?;
+    run(
+        "test",
+        cargo().args(["test", "--workspace", "--all-features", "--locked"]),
+    )?;
+    sim(&["--seeds".into(), "300".into()])?;
+    sim(&[
+        "--seeds".into(),
+        "150".into(),
+        "--voters".into(),
+        "5".into(),
+        "--observers".into(),
+        "1".into(),
+    ])?;
+    println!(
+        "ci: all checks passed in {:.0}s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Architecture rules that a compiler does not check (style.md, section 1).
+fn tidy() -> Result<(), String> {
+    println!("==> tidy");
+    let out = cargo()
+        .args([
+            "tree",
+            "-p",
+            "raft-core",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--locked",
+        ])
+        .output()
+        .map_err(|e| format!("cargo tree: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cargo tree failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let tree = String::from_utf8_lossy(&out.stdout);
+    let forbidden = ["quinn", "rustls", "redb", "fjall", "rand"];
+    for line in tree.lines() {
+        let name = line.split_whitespace().next().unwrap_or_default();
+        if forbidden.contains(&name) {
+            return Err(format!("tidy: raft-core must not depend on {name}: {line}"));
+        }
+    }
+    let protocol = root().join("raft-core/src/protocol");
+    for entry in std::fs::read_dir(&protocol).map_err(|e| format!("{}: {e}", protocol.display()))? {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        for banned in [
+            "tokio",
+            "Instant::now",
+            "SystemTime",
+            "std::fs",
+            "std::net",
+            "thread_rng",
+        ] {
+            if text.contains(banned) {
+                return Err(format!(
+                    "tidy: {} names {banned}; the protocol is sans-IO",
+                    path.display()
+                ));
+            }
+        }
+    }
+    println!("<== tidy: ok");
+    Ok(())
+}
+
+fn sim(args: &[String]) -> Result<(), String> {
+    let mut cmd = cargo();
+    cmd.args([
+        "run",
+        "--quiet",
+        "--release",
+        "--locked",
+        "-p",
+        "raft-core",
+        "--features",
+        "testing",
+        "--bin",
+        "raft-sim",
+        "--",
+    ]);
+    cmd.args(args);
+    run("sim", &mut cmd)
+}

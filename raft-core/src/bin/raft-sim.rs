@@ -82,35 +82,35 @@ fn main() {
                 args.verbose,
                 args.single.is_some(),
             );
-            std::thread::spawn(move || loop {
-                let Some(seed) = seeds.lock().map(|mut s| s.next()).unwrap_or(None) else {
-                    break;
-                };
-                let mut opts = RunOptions::new(seed, voters, observers);
-                opts.keep_trace = verbose && single;
-                let report = run(opts);
-                committed.fetch_add(report.committed, Ordering::Relaxed);
-                if verbose || single {
-                    println!(
-                        "seed {seed}: committed {} acked {} max epoch {} events {} faults {:?}",
-                        report.committed,
-                        report.acknowledged,
-                        report.max_epoch,
-                        report.events,
-                        report.faults
-                    );
-                }
-                if !report.trace.is_empty() {
-                    println!("{}", report.trace);
-                }
-                if !report.violations.is_empty() {
-                    violations.fetch_add(report.violations.len() as u64, Ordering::Relaxed);
-                    println!(
-                        "FAIL seed {seed}: replay with `{}`",
-                        report.options.replay_command()
-                    );
-                    for v in report.violations.iter().take(5) {
-                        println!("  {v}");
+            let next_seed = move || seeds.lock().map(|mut s| s.next()).unwrap_or(None);
+            std::thread::spawn(move || {
+                while let Some(seed) = next_seed() {
+                    let mut opts = RunOptions::new(seed, voters, observers);
+                    opts.keep_trace = verbose && single;
+                    let report = run(opts);
+                    committed.fetch_add(report.committed, Ordering::Relaxed);
+                    if verbose || single {
+                        println!(
+                            "seed {seed}: committed {} acked {} max epoch {} events {} faults {:?}",
+                            report.committed,
+                            report.acknowledged,
+                            report.max_epoch,
+                            report.events,
+                            report.faults
+                        );
+                    }
+                    if !report.trace.is_empty() {
+                        println!("{}", report.trace);
+                    }
+                    if !report.violations.is_empty() {
+                        violations.fetch_add(report.violations.len() as u64, Ordering::Relaxed);
+                        println!(
+                            "FAIL seed {seed}: replay with `{}`",
+                            report.options.replay_command()
+                        );
+                        for v in report.violations.iter().take(5) {
+                            println!("  {v}");
+                        }
                     }
                 }
             })

@@ -24,10 +24,10 @@
 //! Record                   the record codec (`super::encode_record`), CRC included
 //! ```
 //!
-//! Decoding never panics and never allocates more than the input it was handed: every count is
-//! checked against the bytes left (each item has a known minimum size) and against
-//! [`FrameLimits`] before a vector is reserved, and record payloads are zero-copy slices of the
-//! input. A frame of another version is refused with [`DecodeError::UnsupportedVersion`] before
+//! Decoding never panics and allocates at most in proportion to the input it was handed: every
+//! count is checked against [`FrameLimits`] and against the bytes left (each item has a known
+//! minimum size) before a vector is reserved, frames above the size limit are refused unread,
+//! and record payloads are zero-copy slices of the input. A frame of another version is refused with [`DecodeError::UnsupportedVersion`] before
 //! anything else is read; bytes left after a complete message are [`DecodeError::Trailing`].
 //!
 //! A receiver that cannot read a request's version answers with a version refusal

@@ -232,11 +232,9 @@ impl Replica {
                     self.prospective_lost(now, out);
                 }
             }
-            RoleState::Candidate { tally, .. } => {
-                if tally.granted.len() >= majority {
-                    self.become_leader(now, out);
-                }
-                // A lost candidacy waits out its election timeout (KRaft), then tries again.
+            // A lost candidacy waits out its election timeout (KRaft), then tries again.
+            RoleState::Candidate { tally, .. } if tally.granted.len() >= majority => {
+                self.become_leader(now, out);
             }
             _ => {}
         }

@@ -216,14 +216,14 @@ impl Checker {
             Outgoing::Request {
                 request: Request::Vote(v),
                 ..
-            } if !v.pre_vote => {
-                if durable.epoch != v.epoch || durable.voted_for != Some(replica) {
-                    let msg = format!(
-                        "D4 {replica} asked for votes in {} before its self-vote was durable",
-                        v.epoch
-                    );
-                    self.fail(at, msg);
-                }
+            } if !v.pre_vote
+                && (durable.epoch != v.epoch || durable.voted_for != Some(replica)) =>
+            {
+                let msg = format!(
+                    "D4 {replica} asked for votes in {} before its self-vote was durable",
+                    v.epoch
+                );
+                self.fail(at, msg);
             }
             _ => {}
         }

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use raft_core::io::StorageError;
 use raft_core::testing::storage::{records, run_all, StorageFixture};
 use raft_core::Offset;
-use raft_storage_fjall::{corrupt_record, Options, FjallStore};
+use raft_storage_fjall::{corrupt_record, FjallStore, Options};
 
 /// A fresh store in a temporary directory.
 struct FjallFixture {
@@ -22,7 +22,11 @@ impl StorageFixture for FjallFixture {
     type Election = FjallStore;
 
     async fn open(&mut self) -> Result<(Arc<FjallStore>, Arc<FjallStore>), StorageError> {
-        let store = Arc::new(FjallStore::open(self.dir.path(), "suite", Options::default())?);
+        let store = Arc::new(FjallStore::open(
+            self.dir.path(),
+            "suite",
+            Options::default(),
+        )?);
         Ok((store.clone(), store))
     }
 
@@ -37,7 +41,9 @@ impl StorageFixture for FjallFixture {
 }
 
 fn fixture() -> FjallFixture {
-    FjallFixture { dir: tempfile::tempdir().expect("temporary directory") }
+    FjallFixture {
+        dir: tempfile::tempdir().expect("temporary directory"),
+    }
 }
 
 /// Goal: fjall keeps every promise of the storage traits. Method: the raft-core suite, each check
@@ -45,7 +51,11 @@ fn fixture() -> FjallFixture {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fjall_passes_the_storage_conformance_suite() {
     let report = run_all(|| async { fixture() }).await;
-    assert!(report.skipped.is_empty(), "skipped checks: {:?}", report.skipped);
+    assert!(
+        report.skipped.is_empty(),
+        "skipped checks: {:?}",
+        report.skipped
+    );
     assert_eq!(report.passed.len(), 15, "checks run: {:?}", report.passed);
 }
 
@@ -69,7 +79,9 @@ async fn opening_a_newer_format_is_incompatible() {
     drop(FjallStore::open(dir.path(), "a", Options::default()).unwrap());
     {
         let db = fjall::Database::builder(dir.path()).open().unwrap();
-        let meta = db.keyspace("meta", fjall::KeyspaceCreateOptions::default).unwrap();
+        let meta = db
+            .keyspace("meta", fjall::KeyspaceCreateOptions::default)
+            .unwrap();
         let newer = (raft_storage_fjall::FORMAT_VERSION + 1).to_le_bytes();
         meta.insert("format", newer.to_vec()).unwrap();
         db.persist(fjall::PersistMode::SyncAll).unwrap();
@@ -87,14 +99,21 @@ async fn every_sync_mode_round_trips() {
     use raft_storage_fjall::SyncMode;
     for mode in [SyncMode::Data, SyncMode::All] {
         let dir = tempfile::tempdir().unwrap();
-        let options = Options { sync_mode: mode, ..Options::default() };
+        let options = Options {
+            sync_mode: mode,
+            ..Options::default()
+        };
         let recs = records(0, 50, 1, 100);
         {
             let store = FjallStore::open(dir.path(), "a", options.clone()).unwrap();
             store.append(&recs).await.unwrap();
         }
         let store = FjallStore::open(dir.path(), "a", options).unwrap();
-        assert_eq!(store.read(Offset(0), Offset(50), u64::MAX).await.unwrap(), recs, "{mode:?}");
+        assert_eq!(
+            store.read(Offset(0), Offset(50), u64::MAX).await.unwrap(),
+            recs,
+            "{mode:?}"
+        );
     }
 }
 
@@ -108,5 +127,7 @@ fn crash_child() {
 /// [`crash::run_kills`].
 #[test]
 fn crash_kills_lose_nothing_acknowledged() {
-    crash::run_kills("crash_child", |dir| FjallStore::open(dir, "crash", Options::default()));
+    crash::run_kills("crash_child", |dir| {
+        FjallStore::open(dir, "crash", Options::default())
+    });
 }

@@ -47,7 +47,10 @@ impl Rng {
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime")
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
 }
 
 /// The child: appends batches forever (until killed), printing `ack <end>` after each append
@@ -58,8 +61,13 @@ where
     S: LogStore + ElectionStore,
     F: Fn(&Path) -> Result<S, StorageError>,
 {
-    let Ok(dir) = std::env::var(DIR_ENV) else { return };
-    let epoch: u32 = std::env::var(EPOCH_ENV).expect("epoch").parse().expect("epoch number");
+    let Ok(dir) = std::env::var(DIR_ENV) else {
+        return;
+    };
+    let epoch: u32 = std::env::var(EPOCH_ENV)
+        .expect("epoch")
+        .parse()
+        .expect("epoch number");
     runtime().block_on(async {
         let store = open(Path::new(&dir)).expect("child opens the store");
         let state = store.state().await.expect("child reads the state");
@@ -68,13 +76,19 @@ where
         let mut next = state.end.offset.0;
         for appends in 1.. {
             let n = 1 + rng.below(BATCH_MAX);
-            let batch: Vec<_> = (next..next + n).map(|o| record(o, epoch, len_for(o))).collect();
+            let batch: Vec<_> = (next..next + n)
+                .map(|o| record(o, epoch, len_for(o)))
+                .collect();
             store.append(&batch).await.expect("child append");
             next += n;
             println!("ack {next}");
             if appends % SAVE_EVERY == 0 {
                 let voted_for = Some(ReplicaId(appends as u32));
-                let saved = ElectionState { epoch: Epoch(epoch), voted_for, leader: None };
+                let saved = ElectionState {
+                    epoch: Epoch(epoch),
+                    voted_for,
+                    leader: None,
+                };
                 store.save(&saved).await.expect("child save");
                 println!("saved {appends}");
             }
@@ -120,10 +134,20 @@ where
     S: LogStore + ElectionStore,
     F: Fn(&Path) -> Result<S, StorageError>,
 {
-    let kills: u32 = std::env::var("RAFT_CRASH_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
-    let seed = std::env::var("RAFT_CRASH_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
-        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1) | 1
-    });
+    let kills: u32 = std::env::var("RAFT_CRASH_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let seed = std::env::var("RAFT_CRASH_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+                | 1
+        });
     println!("crash test: {kills} kills, RAFT_CRASH_SEED={seed}");
     let mut rng = Rng(seed);
     let dir = tempfile::tempdir().expect("temporary directory");
@@ -135,8 +159,14 @@ where
     for run in 0..kills {
         let epoch = run + 1;
         let heard = run_child(child_test, dir.path(), epoch, &mut rng);
-        let ready = heard.ready_end.expect("the child opened the store and said ready");
-        assert_eq!(ready, model.len() as u64, "run {run}: the child resumed at the end");
+        let ready = heard
+            .ready_end
+            .expect("the child opened the store and said ready");
+        assert_eq!(
+            ready,
+            model.len() as u64,
+            "run {run}: the child resumed at the end"
+        );
         let store = open(dir.path()).unwrap_or_else(|e| panic!("run {run}: reopen failed: {e}"));
         rt.block_on(async {
             let end = check_log(&store, run, ready, heard.acked_end, epoch, &model).await;
@@ -144,7 +174,11 @@ where
             election = check_election(&store, run, epoch, heard.saved, election).await;
         });
     }
-    println!("crash test: {kills} kills in {:?}, log of {} records", started.elapsed(), model.len());
+    println!(
+        "crash test: {kills} kills in {:?}, log of {} records",
+        started.elapsed(),
+        model.len()
+    );
 }
 
 /// Runs one child until the kill and collects what it printed.
@@ -161,7 +195,11 @@ fn run_child(child_test: &str, dir: &Path, epoch: u32, rng: &mut Rng) -> Heard {
     let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
     let mut heard = Heard::default();
     // Kill right after it is ready now and then, otherwise after some acknowledgements.
-    let acks_wanted = if rng.below(5) == 0 { 0 } else { 1 + rng.below(60) };
+    let acks_wanted = if rng.below(5) == 0 {
+        0
+    } else {
+        1 + rng.below(60)
+    };
     let mut acks = 0;
     while heard.ready_end.is_none() || acks < acks_wanted {
         let Some(Ok(line)) = lines.next() else { break };
@@ -188,11 +226,20 @@ async fn check_log<S: LogStore>(
     epoch: u32,
     model: &[u32],
 ) -> u64 {
-    let state = store.state().await.unwrap_or_else(|e| panic!("run {run}: state: {e}"));
+    let state = store
+        .state()
+        .await
+        .unwrap_or_else(|e| panic!("run {run}: state: {e}"));
     let end = state.end.offset.0;
     let acked = acked.unwrap_or(ready);
-    assert!(end >= acked, "run {run}: log ends at {end} but {acked} was acknowledged");
-    assert!(end <= acked + BATCH_MAX, "run {run}: log ends at {end}, beyond what was written");
+    assert!(
+        end >= acked,
+        "run {run}: log ends at {end} but {acked} was acknowledged"
+    );
+    assert!(
+        end <= acked + BATCH_MAX,
+        "run {run}: log ends at {end}, beyond what was written"
+    );
     assert_eq!(state.start, Offset(0), "run {run}: nothing was purged");
     let mut from = 0;
     while from < end {
@@ -200,22 +247,35 @@ async fn check_log<S: LogStore>(
             .read(Offset(from), Offset(end), 4 << 20)
             .await
             .unwrap_or_else(|e| panic!("run {run}: read from {from}: {e}"));
-        assert!(!got.is_empty(), "run {run}: read from {from} returned nothing");
+        assert!(
+            !got.is_empty(),
+            "run {run}: read from {from} returned nothing"
+        );
         for r in &got {
             let o = r.offset.0;
             let e = if o < ready { model[o as usize] } else { epoch };
-            assert_eq!(r, &record(o, e, len_for(o)), "run {run}: record {o} differs");
+            assert_eq!(
+                r,
+                &record(o, e, len_for(o)),
+                "run {run}: record {o} differs"
+            );
         }
         from += got.len() as u64;
     }
     let mut want: Vec<EpochStart> = Vec::new();
     for (o, &e) in model.iter().take(ready as usize).enumerate() {
         if want.last().is_none_or(|w| w.epoch.0 != e) {
-            want.push(EpochStart { epoch: Epoch(e), start: Offset(o as u64) });
+            want.push(EpochStart {
+                epoch: Epoch(e),
+                start: Offset(o as u64),
+            });
         }
     }
     if end > ready {
-        want.push(EpochStart { epoch: Epoch(epoch), start: Offset(ready) });
+        want.push(EpochStart {
+            epoch: Epoch(epoch),
+            start: Offset(ready),
+        });
     }
     assert_eq!(state.epochs, want, "run {run}: epoch history");
     end
@@ -229,7 +289,10 @@ async fn check_election<S: ElectionStore>(
     saved: Option<u64>,
     before: Option<ElectionState>,
 ) -> Option<ElectionState> {
-    let loaded = store.load().await.unwrap_or_else(|e| panic!("run {run}: load: {e}"));
+    let loaded = store
+        .load()
+        .await
+        .unwrap_or_else(|e| panic!("run {run}: load: {e}"));
     let of = |n: u64| ElectionState {
         epoch: Epoch(epoch),
         voted_for: Some(ReplicaId(n as u32)),

@@ -22,7 +22,11 @@ impl StorageFixture for RedbFixture {
     type Election = RedbStore;
 
     async fn open(&mut self) -> Result<(Arc<RedbStore>, Arc<RedbStore>), StorageError> {
-        let store = Arc::new(RedbStore::open(self.dir.path(), "suite", Options::default())?);
+        let store = Arc::new(RedbStore::open(
+            self.dir.path(),
+            "suite",
+            Options::default(),
+        )?);
         Ok((store.clone(), store))
     }
 
@@ -37,7 +41,9 @@ impl StorageFixture for RedbFixture {
 }
 
 fn fixture() -> RedbFixture {
-    RedbFixture { dir: tempfile::tempdir().expect("temporary directory") }
+    RedbFixture {
+        dir: tempfile::tempdir().expect("temporary directory"),
+    }
 }
 
 /// Goal: redb keeps every promise of the storage traits. Method: the raft-core suite, each check
@@ -45,7 +51,11 @@ fn fixture() -> RedbFixture {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redb_passes_the_storage_conformance_suite() {
     let report = run_all(|| async { fixture() }).await;
-    assert!(report.skipped.is_empty(), "skipped checks: {:?}", report.skipped);
+    assert!(
+        report.skipped.is_empty(),
+        "skipped checks: {:?}",
+        report.skipped
+    );
     assert_eq!(report.passed.len(), 15, "checks run: {:?}", report.passed);
 }
 
@@ -89,16 +99,27 @@ async fn opening_a_newer_format_is_incompatible() {
 async fn every_commit_mode_round_trips() {
     use raft_core::io::LogStore;
     use raft_storage_redb::CommitMode;
-    for mode in [CommitMode::Immediate, CommitMode::TwoPhase, CommitMode::QuickRepair] {
+    for mode in [
+        CommitMode::Immediate,
+        CommitMode::TwoPhase,
+        CommitMode::QuickRepair,
+    ] {
         let dir = tempfile::tempdir().unwrap();
-        let options = Options { commit_mode: mode, ..Options::default() };
+        let options = Options {
+            commit_mode: mode,
+            ..Options::default()
+        };
         let recs = records(0, 50, 1, 100);
         {
             let store = RedbStore::open(dir.path(), "a", options.clone()).unwrap();
             store.append(&recs).await.unwrap();
         }
         let store = RedbStore::open(dir.path(), "a", options).unwrap();
-        assert_eq!(store.read(Offset(0), Offset(50), u64::MAX).await.unwrap(), recs, "{mode:?}");
+        assert_eq!(
+            store.read(Offset(0), Offset(50), u64::MAX).await.unwrap(),
+            recs,
+            "{mode:?}"
+        );
     }
 }
 
@@ -112,5 +133,7 @@ fn crash_child() {
 /// [`crash::run_kills`].
 #[test]
 fn crash_kills_lose_nothing_acknowledged() {
-    crash::run_kills("crash_child", |dir| RedbStore::open(dir, "crash", Options::default()));
+    crash::run_kills("crash_child", |dir| {
+        RedbStore::open(dir, "crash", Options::default())
+    });
 }

@@ -1,0 +1,189 @@
+//! The tokio driver end to end, in one process: three nodes on the in-memory transport and
+//! in-memory storage. Goal: a library user's path (start, propose and await commit, status,
+//! graceful shutdown with handover) works over the real `io` traits, not only in the simulator.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use raft_core::driver::{DriverOptions, Node, Parts, WriteError};
+use raft_core::io::{StateMachine, StateMachineError};
+use raft_core::mem::transport::MemNetwork;
+use raft_core::mem::{MemElectionStore, MemLog};
+use raft_core::protocol::ProposeError;
+use raft_core::{Config, Offset, Record, RecordKind, ReplicaId, Role};
+
+/// A state machine that records applied payloads and answers each with its offset.
+#[derive(Default)]
+struct Recorder {
+    applied: Mutex<Vec<(u64, Bytes)>>,
+    next: Mutex<Offset>,
+}
+
+#[async_trait]
+impl StateMachine for Recorder {
+    async fn applied(&self) -> Offset {
+        *self.next.lock().unwrap()
+    }
+
+    async fn apply(
+        &self,
+        records: &[Record],
+        responses: &mut Vec<Bytes>,
+    ) -> Result<(), StateMachineError> {
+        let mut applied = self.applied.lock().unwrap();
+        let mut next = self.next.lock().unwrap();
+        for r in records {
+            assert_eq!(r.offset, *next, "records arrive in order without gaps");
+            *next = r.offset.next();
+            if r.kind == RecordKind::Data {
+                applied.push((r.offset.0, r.payload.clone()));
+            }
+            responses.push(Bytes::from(r.offset.0.to_string()));
+        }
+        Ok(())
+    }
+}
+
+struct TestNode {
+    node: Node,
+    sm: Arc<Recorder>,
+}
+
+async fn start_cluster(net: &MemNetwork, n: u32) -> Vec<TestNode> {
+    let voters: Vec<ReplicaId> = (1..=n).map(ReplicaId).collect();
+    let mut nodes = Vec::new();
+    for id in &voters {
+        let mut cfg = Config::new(*id, voters.iter().copied());
+        cfg.election_timeout = Duration::from_millis(150);
+        cfg.fetch_timeout = Duration::from_millis(400);
+        cfg.fetch_max_wait = Duration::from_millis(100);
+        cfg.request_timeout = Duration::from_millis(300);
+        let sm = Arc::new(Recorder::default());
+        let parts = Parts {
+            log: Arc::new(MemLog::new()),
+            election: Arc::new(MemElectionStore::new()),
+            transport: Arc::new(net.endpoint(*id)),
+            state_machine: sm.clone(),
+        };
+        let options = DriverOptions {
+            seed: u64::from(id.0) * 7919,
+            ..DriverOptions::default()
+        };
+        let node = Node::start(cfg.validate().unwrap(), parts, options)
+            .await
+            .unwrap();
+        nodes.push(TestNode { node, sm });
+    }
+    nodes
+}
+
+/// Polls statuses until exactly one node is leader; waits on real events with a deadline.
+async fn wait_for_leader(nodes: &[TestNode], skip: Option<usize>) -> usize {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        for (i, n) in nodes.iter().enumerate() {
+            if Some(i) == skip {
+                continue;
+            }
+            if let Some(s) = n.node.status().await {
+                if s.role == Role::Leader && s.high_watermark > Offset::ZERO {
+                    return i;
+                }
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no leader elected within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_elect_commit_and_hand_over_on_shutdown() {
+    let net = MemNetwork::new();
+    let nodes = start_cluster(&net, 3).await;
+    let leader = wait_for_leader(&nodes, None).await;
+
+    // A follower refuses proposals and names the leader.
+    let follower = (leader + 1) % 3;
+    let refused = nodes[follower].node.propose(Bytes::from_static(b"x")).await;
+    assert!(
+        matches!(
+            refused,
+            Err(WriteError::Refused(ProposeError::NotLeader { .. }))
+        ),
+        "{refused:?}"
+    );
+
+    // Concurrent proposals all commit, in one order, on every replica.
+    let mut tasks = Vec::new();
+    for i in 0..200u32 {
+        let node = nodes[leader].node.clone();
+        tasks.push(tokio::spawn(async move {
+            node.propose(Bytes::from(format!("w{i}"))).await
+        }));
+    }
+    let mut offsets = Vec::new();
+    for t in tasks {
+        let committed = t
+            .await
+            .unwrap()
+            .expect("write commits on a healthy cluster");
+        assert_eq!(
+            committed.response,
+            Bytes::from(committed.id.offset.0.to_string())
+        );
+        offsets.push(committed.id.offset);
+    }
+    offsets.sort();
+    offsets.dedup();
+    assert_eq!(offsets.len(), 200, "each write has its own offset");
+
+    let leader_hwm = nodes[leader].node.status().await.unwrap().high_watermark;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let counts: Vec<usize> = nodes
+            .iter()
+            .map(|n| n.sm.applied.lock().unwrap().len())
+            .collect();
+        if counts.iter().all(|c| *c == 200) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "followers did not apply: {counts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let first = nodes[0].sm.applied.lock().unwrap().clone();
+    for n in &nodes[1..] {
+        assert_eq!(
+            *n.sm.applied.lock().unwrap(),
+            first,
+            "replicas apply identical sequences"
+        );
+    }
+    assert!(
+        leader_hwm.0 >= 201,
+        "the high watermark covers the writes and the leader record"
+    );
+
+    // Graceful shutdown of the leader hands over: another node leads without a full timeout.
+    let stopped = tokio::time::Instant::now();
+    nodes[leader].node.shutdown().await;
+    let next = wait_for_leader(&nodes, Some(leader)).await;
+    assert_ne!(next, leader);
+    assert!(
+        stopped.elapsed() < Duration::from_secs(5),
+        "handover took {:?}",
+        stopped.elapsed()
+    );
+    let after = nodes[next].node.propose(Bytes::from_static(b"after")).await;
+    assert!(after.is_ok(), "the new leader commits: {after:?}");
+    for n in &nodes {
+        n.node.shutdown().await;
+    }
+}
