@@ -48,6 +48,18 @@ pub struct Config {
     pub check_quorum: bool,
     /// Followers that heard from the leader recently refuse votes for others (D3).
     pub sticky_votes: bool,
+    /// A linearizable read (on any replica) fails with a retriable error after this long.
+    pub read_timeout: Duration,
+    /// Allow `ReadMode::Lease`: the leader skips the confirmation round while it holds a lease
+    /// (D6). Requires `sticky_votes`. Off by default: its safety rests on bounded clock drift.
+    pub lease_reads: bool,
+    /// Subtracted from the fetch timeout when computing a lease: the bound on how much faster
+    /// any replica's clock may run than the leader's over one fetch timeout.
+    pub lease_drift_margin: Duration,
+    /// Test-only fault switch (negative control for the linearizability checker): followers
+    /// serve linearizable reads at their local high watermark without asking the leader.
+    #[cfg(feature = "testing")]
+    pub test_unsafe_reads: bool,
 }
 
 impl Config {
@@ -72,6 +84,11 @@ impl Config {
             pre_vote: true,
             check_quorum: true,
             sticky_votes: true,
+            read_timeout: Duration::from_millis(2000),
+            lease_reads: false,
+            lease_drift_margin: Duration::from_millis(200),
+            #[cfg(feature = "testing")]
+            test_unsafe_reads: false,
         }
     }
 
@@ -104,6 +121,12 @@ impl Config {
             return Err(ConfigError::Zero(
                 "batch_records_max / pending_proposals_max",
             ));
+        }
+        if self.lease_reads && !self.sticky_votes {
+            return Err(ConfigError::LeaseWithoutStickyVotes);
+        }
+        if self.lease_reads && self.lease_drift_margin >= self.fetch_timeout {
+            return Err(ConfigError::LeaseMarginTooLarge);
         }
         if self.fetch_bytes_max < self.payload_bytes_max + crate::codec::RECORD_HEADER_LEN as u32 {
             return Err(ConfigError::FetchSmallerThanRecord);
@@ -168,6 +191,12 @@ pub enum ConfigError {
         /// The configured long-poll wait.
         fetch_max_wait: Duration,
     },
+    /// Lease reads are only sound when followers refuse votes while they hear from the leader.
+    #[error("lease_reads requires sticky_votes")]
+    LeaseWithoutStickyVotes,
+    /// The drift margin leaves no lease at all.
+    #[error("lease_drift_margin must be smaller than fetch_timeout")]
+    LeaseMarginTooLarge,
     /// A fetch response could not carry the largest allowed record.
     #[error("fetch_bytes_max must hold at least one record of payload_bytes_max")]
     FetchSmallerThanRecord,

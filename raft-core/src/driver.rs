@@ -20,9 +20,10 @@ use tokio::sync::{mpsc, oneshot};
 use crate::config::ValidatedConfig;
 use crate::io::{ElectionStore, LogStore, RequestHandler, StateMachine, StorageError, Transport};
 use crate::message::{ErrorCode, Request, RequestId, Response};
+use crate::message::{ForwardRequest, ForwardResponse};
 use crate::protocol::{
-    Event, Input, LogOp, LogSeq, Outgoing, Outputs, PersistSeq, ProposeError, RecordRange, Replica,
-    Status,
+    Event, Input, LogOp, LogSeq, Outgoing, Outputs, PersistSeq, ProposeError, ReadFailure, ReadId,
+    RecordRange, Replica, Status,
 };
 use crate::types::{ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, ReplicaId};
 
@@ -126,7 +127,65 @@ pub struct Metrics {
     pub role_changes: AtomicU64,
 }
 
+/// How a read is served (decisions D6).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum ReadMode {
+    /// Linearizable: a read offset confirmed by the leader's round (the default).
+    Linearizable,
+    /// Linearizable while the leader holds a lease, without a round; needs `lease_reads`.
+    Lease,
+    /// The local applied state: never uncommitted, possibly stale.
+    Sequential,
+}
+
+/// Permission to query the local state machine.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ReadPermit {
+    /// The state machine has applied every record below this offset; for a linearizable read,
+    /// every write acknowledged before the read began is below it.
+    pub offset: Offset,
+    /// For sequential reads: how long since this replica last heard from the leader (none for
+    /// the leader itself or when it never did).
+    pub since_leader_contact: Option<Duration>,
+}
+
+/// Why a read could not be served. Every variant is retriable.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// No leader was known before the deadline.
+    #[error("no leader known")]
+    NoLeader,
+    /// The read was not confirmed before the deadline.
+    #[error("read not confirmed before its deadline")]
+    Timeout,
+    /// Lease reads are not enabled in the configuration.
+    #[error("lease reads are not enabled")]
+    LeaseDisabled,
+    /// The node is shutting down.
+    #[error("shutting down")]
+    ShuttingDown,
+}
+
+impl From<ReadFailure> for ReadError {
+    fn from(f: ReadFailure) -> ReadError {
+        match f {
+            ReadFailure::NoLeader => ReadError::NoLeader,
+            ReadFailure::Timeout => ReadError::Timeout,
+            _ => ReadError::ShuttingDown,
+        }
+    }
+}
+
 enum Command {
+    Write {
+        payload: Bytes,
+        reply: oneshot::Sender<Result<Committed, WriteError>>,
+    },
+    Read {
+        mode: ReadMode,
+        reply: oneshot::Sender<Result<ReadPermit, ReadError>>,
+    },
     Propose {
         payload: Bytes,
         reply: oneshot::Sender<Result<Committed, WriteError>>,
@@ -191,6 +250,7 @@ impl Node {
             .transport
             .serve(Arc::new(Handler {
                 inbound: inbound_tx,
+                commands: cmd_tx.clone(),
             }))
             .await?;
         let log_writer = spawn_log_writer(parts.log.clone(), done_tx.clone(), metrics.clone());
@@ -222,6 +282,8 @@ impl Node {
             metrics: metrics.clone(),
             failed: None,
             shutdown: None,
+            reads: HashMap::new(),
+            next_read: 1,
         };
         let id = task.cfg.id;
         tokio::spawn(task.run(cmd_rx, inbound_rx, done_rx));
@@ -246,6 +308,39 @@ impl Node {
             .await
             .map_err(|_| WriteError::ShuttingDown)?;
         rx.await.unwrap_or(Err(WriteError::ShuttingDown))
+    }
+
+    /// Writes on any replica: proposes on the leader, or forwards to the leader this replica
+    /// knows. Fails with `Refused(NotLeader)` (retriable) while no leader is known.
+    pub async fn write(&self, payload: Bytes) -> Result<Committed, WriteError> {
+        let (reply, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Write { payload, reply })
+            .await
+            .map_err(|_| WriteError::ShuttingDown)?;
+        rx.await.unwrap_or(Err(WriteError::ShuttingDown))
+    }
+
+    /// A read barrier: returns once the local state machine may be queried for `mode`, on any
+    /// replica (leader, follower or observer). Concurrent reads share one ReadIndex request and
+    /// one confirmation round.
+    ///
+    /// ```no_run
+    /// # async fn demo(node: raft_core::driver::Node) -> Result<(), raft_core::driver::ReadError> {
+    /// use raft_core::driver::ReadMode;
+    /// // On a follower: ask the leader for a confirmed read offset, wait until applied...
+    /// let permit = node.read(ReadMode::Linearizable).await?;
+    /// // ...then query the local state machine: it reflects every write acknowledged before.
+    /// println!("reading at offset {}", permit.offset);
+    /// # Ok(()) }
+    /// ```
+    pub async fn read(&self, mode: ReadMode) -> Result<ReadPermit, ReadError> {
+        let (reply, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Read { mode, reply })
+            .await
+            .map_err(|_| ReadError::ShuttingDown)?;
+        rx.await.unwrap_or(Err(ReadError::ShuttingDown))
     }
 
     /// The replica's status: role, epoch, leader, high watermark, per-voter progress.
@@ -277,11 +372,62 @@ impl Node {
 
 struct Handler {
     inbound: mpsc::Sender<Inbound>,
+    commands: mpsc::Sender<Command>,
+}
+
+impl Handler {
+    /// A write forwarded by another replica: propose it here and answer when it committed.
+    async fn forwarded(&self, req: ForwardRequest) -> Response {
+        let (reply, rx) = oneshot::channel();
+        let cmd = Command::Propose {
+            payload: req.payload,
+            reply,
+        };
+        let result = match self.commands.send(cmd).await {
+            Ok(()) => rx.await.unwrap_or(Err(WriteError::ShuttingDown)),
+            Err(_) => Err(WriteError::ShuttingDown),
+        };
+        let mut resp = ForwardResponse {
+            error: None,
+            epoch: Epoch::ZERO,
+            leader: None,
+            committed: None,
+            response: Bytes::new(),
+        };
+        match result {
+            Ok(c) => {
+                resp.epoch = c.id.epoch;
+                resp.committed = Some(c.id);
+                resp.response = c.response;
+            }
+            Err(WriteError::Refused(ProposeError::NotLeader { epoch, leader })) => {
+                resp.error = Some(ErrorCode::NotLeader);
+                resp.epoch = epoch;
+                resp.leader = leader;
+            }
+            Err(WriteError::Refused(ProposeError::QueueFull { .. })) => {
+                resp.error = Some(ErrorCode::QueueFull)
+            }
+            Err(WriteError::Refused(ProposeError::TooLarge { .. })) => {
+                resp.error = Some(ErrorCode::TooLarge)
+            }
+            Err(WriteError::Lost(id)) => {
+                resp.error = Some(ErrorCode::WriteLost);
+                resp.committed = Some(id);
+            }
+            Err(_) => resp.error = Some(ErrorCode::ShuttingDown),
+        }
+        Response::Forward(resp)
+    }
 }
 
 #[async_trait::async_trait]
 impl RequestHandler for Handler {
     async fn handle(&self, from: ReplicaId, request: Request) -> Response {
+        let request = match request {
+            Request::Forward(req) => return self.forwarded(req).await,
+            other => other,
+        };
         let (reply, rx) = oneshot::channel();
         let fallback = request.error_response(ErrorCode::ShuttingDown);
         if self
@@ -402,6 +548,8 @@ struct ReplicaTask {
     metrics: Arc<Metrics>,
     failed: Option<String>,
     shutdown: Option<(tokio::time::Instant, oneshot::Sender<()>)>,
+    reads: HashMap<u64, oneshot::Sender<Result<ReadPermit, ReadError>>>,
+    next_read: u64,
 }
 
 impl ReplicaTask {
@@ -466,6 +614,9 @@ impl ReplicaTask {
         for (_, (_, w)) in std::mem::take(&mut self.waiters) {
             let _ = w.send(Err(err.clone()));
         }
+        for (_, r) in std::mem::take(&mut self.reads) {
+            let _ = r.send(Err(ReadError::ShuttingDown));
+        }
         self.parts.transport.close().await;
         if let Some((_, reply)) = self.shutdown.take() {
             let _ = reply.send(());
@@ -489,6 +640,8 @@ impl ReplicaTask {
                     }
                 }
             }
+            Command::Write { payload, reply } => self.write(payload, reply),
+            Command::Read { mode, reply } => self.read(mode, reply),
             Command::Status { reply } => {
                 let _ = reply.send(self.replica.status(self.now()));
             }
@@ -505,6 +658,61 @@ impl ReplicaTask {
                 }
             }
         }
+    }
+
+    fn write(&mut self, payload: Bytes, reply: oneshot::Sender<Result<Committed, WriteError>>) {
+        let leader = self.replica.leader();
+        match leader {
+            Some(l) if l != self.cfg.id => {
+                let transport = self.parts.transport.clone();
+                let timeout = self.cfg.request_timeout;
+                tokio::spawn(async move {
+                    let request = Request::Forward(ForwardRequest { payload });
+                    let result = match transport.call(l, request, timeout).await {
+                        Ok(Response::Forward(r)) => forwarded_result(l, r),
+                        Ok(_) => Err(WriteError::Failed("leader answered a forward oddly".into())),
+                        Err(e) => {
+                            tracing::debug!(leader = %l, error = %e, "forwarding a write failed");
+                            Err(WriteError::Refused(ProposeError::NotLeader {
+                                epoch: Epoch::ZERO,
+                                leader: Some(l),
+                            }))
+                        }
+                    };
+                    let _ = reply.send(result);
+                });
+            }
+            _ => self.command(Command::Propose { payload, reply }),
+        }
+    }
+
+    fn read(&mut self, mode: ReadMode, reply: oneshot::Sender<Result<ReadPermit, ReadError>>) {
+        let protocol_mode = match mode {
+            ReadMode::Sequential => {
+                let status = self.replica.status(self.now());
+                let permit = ReadPermit {
+                    offset: self.applied,
+                    since_leader_contact: status.since_leader_contact,
+                };
+                let _ = reply.send(Ok(permit));
+                return;
+            }
+            ReadMode::Lease if !self.cfg.lease_reads => {
+                let _ = reply.send(Err(ReadError::LeaseDisabled));
+                return;
+            }
+            ReadMode::Lease => crate::protocol::ReadMode::Lease,
+            ReadMode::Linearizable => crate::protocol::ReadMode::Linearizable,
+        };
+        let id = self.next_read;
+        self.next_read += 1;
+        self.reads.insert(id, reply);
+        let deadline = self.now().plus(self.cfg.read_timeout);
+        self.step(Input::Read {
+            id: ReadId(id),
+            mode: protocol_mode,
+            deadline,
+        });
     }
 
     fn inbound(&mut self, req: Inbound) {
@@ -652,6 +860,20 @@ impl ReplicaTask {
                 } => {
                     tracing::error!(%from, %epoch, ?claimed, "inconsistent leader reported");
                 }
+                Event::ReadReady { id, offset } => {
+                    if let Some(r) = self.reads.remove(&id.0) {
+                        let permit = ReadPermit {
+                            offset,
+                            since_leader_contact: None,
+                        };
+                        let _ = r.send(Ok(permit));
+                    }
+                }
+                Event::ReadFailed { id, error } => {
+                    if let Some(r) = self.reads.remove(&id.0) {
+                        let _ = r.send(Err(error.into()));
+                    }
+                }
             }
         }
         let keep_from = self.apply_sent.min(self.replica.durable_end());
@@ -727,6 +949,27 @@ impl ReplicaTask {
                 });
             }
         }
+    }
+}
+
+fn forwarded_result(leader: ReplicaId, r: ForwardResponse) -> Result<Committed, WriteError> {
+    match (r.error, r.committed) {
+        (None, Some(id)) => Ok(Committed {
+            id,
+            response: r.response,
+        }),
+        (Some(ErrorCode::WriteLost), Some(id)) => Err(WriteError::Lost(id)),
+        (Some(ErrorCode::QueueFull), _) => {
+            Err(WriteError::Refused(ProposeError::QueueFull { max: 0 }))
+        }
+        (Some(ErrorCode::TooLarge), _) => Err(WriteError::Refused(ProposeError::TooLarge {
+            len: 0,
+            max: 0,
+        })),
+        _ => Err(WriteError::Refused(ProposeError::NotLeader {
+            epoch: r.epoch,
+            leader: r.leader.or(Some(leader)),
+        })),
     }
 }
 

@@ -21,7 +21,7 @@ pub mod io;
 pub mod mem;
 pub mod message;
 pub mod protocol;
-#[cfg(any(test, feature = "testing"))]
+#[cfg(feature = "testing")]
 pub mod sim;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use crate::types::{Epoch, Offset, OffsetAndEpoch, Record, ReplicaId};
 
 /// Correlates a response with its request. Chosen by the sender, unique per sender.
@@ -37,6 +39,12 @@ pub enum ErrorCode {
     ShuttingDown,
     /// A read could not be confirmed in time (`REQUEST_TIMED_OUT`); retriable.
     RequestTimedOut,
+    /// A forwarded write was appended but lost in a leader change; retriable.
+    WriteLost,
+    /// The leader's proposal queue is full; retriable.
+    QueueFull,
+    /// A forwarded write's payload exceeds the leader's limit.
+    TooLarge,
 }
 
 /// Vote and pre-vote (KIP-996, decisions D2/D3).
@@ -188,6 +196,9 @@ pub struct ReadIndexRequest {
     pub replica: ReplicaId,
     /// How many client reads this request stands for (for metrics; one round serves them all).
     pub read_count: u32,
+    /// Every read in the batch accepts a lease (D6): the leader may skip the round while it
+    /// holds one.
+    pub lease: bool,
 }
 
 /// The answer to a [`ReadIndexRequest`].
@@ -201,6 +212,30 @@ pub struct ReadIndexResponse {
     pub leader: Option<ReplicaId>,
     /// The confirmed read offset: serve once applied through it (exclusive).
     pub read_offset: Option<Offset>,
+}
+
+/// A replica forwards a client write to the leader (the node's "write on any replica"). The
+/// driver handles it; the protocol core never sees it.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ForwardRequest {
+    /// The record payload to propose.
+    pub payload: Bytes,
+}
+
+/// The answer to a [`ForwardRequest`], once the write committed and applied on the leader, or
+/// why it did not.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ForwardResponse {
+    /// Why the write did not commit.
+    pub error: Option<ErrorCode>,
+    /// The responder's epoch.
+    pub epoch: Epoch,
+    /// The leader the responder knows.
+    pub leader: Option<ReplicaId>,
+    /// Where the write committed.
+    pub committed: Option<OffsetAndEpoch>,
+    /// The state machine's response to the write.
+    pub response: Bytes,
 }
 
 /// Every request.
@@ -218,6 +253,8 @@ pub enum Request {
     DescribeQuorum(DescribeQuorumRequest),
     /// A read offset for follower reads.
     ReadIndex(ReadIndexRequest),
+    /// A client write forwarded to the leader.
+    Forward(ForwardRequest),
 }
 
 /// Every response.
@@ -235,6 +272,8 @@ pub enum Response {
     DescribeQuorum(DescribeQuorumResponse),
     /// To a ReadIndex.
     ReadIndex(ReadIndexResponse),
+    /// To a Forward.
+    Forward(ForwardResponse),
 }
 
 impl Request {
@@ -283,6 +322,13 @@ impl Request {
                 leader: None,
                 read_offset: None,
             }),
+            Request::Forward(_) => Response::Forward(ForwardResponse {
+                error,
+                epoch,
+                leader: None,
+                committed: None,
+                response: Bytes::new(),
+            }),
         }
     }
 
@@ -295,6 +341,7 @@ impl Request {
             Request::Fetch(_) => RpcKind::Fetch,
             Request::DescribeQuorum(_) => RpcKind::DescribeQuorum,
             Request::ReadIndex(_) => RpcKind::ReadIndex,
+            Request::Forward(_) => RpcKind::Forward,
         }
     }
 }
@@ -309,6 +356,7 @@ impl Response {
             Response::Fetch(_) => RpcKind::Fetch,
             Response::DescribeQuorum(_) => RpcKind::DescribeQuorum,
             Response::ReadIndex(_) => RpcKind::ReadIndex,
+            Response::Forward(_) => RpcKind::Forward,
         }
     }
 
@@ -320,6 +368,7 @@ impl Response {
             Response::Fetch(r) => (r.epoch, r.leader),
             Response::DescribeQuorum(r) => (r.epoch, r.leader),
             Response::ReadIndex(r) => (r.epoch, r.leader),
+            Response::Forward(r) => (r.epoch, r.leader),
         }
     }
 
@@ -331,6 +380,7 @@ impl Response {
             Response::Fetch(r) => r.error,
             Response::DescribeQuorum(r) => r.error,
             Response::ReadIndex(r) => r.error,
+            Response::Forward(r) => r.error,
         }
     }
 }
@@ -350,4 +400,6 @@ pub enum RpcKind {
     DescribeQuorum,
     /// ReadIndex.
     ReadIndex,
+    /// Forward.
+    Forward,
 }

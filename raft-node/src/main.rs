@@ -1,6 +1,212 @@
-//! `raft-node`: a replicated key-value service speaking the Redis protocol.
+//! `raft-node`: a replicated key-value service speaking the Redis protocol (RESP2), built on
+//! raft-core's driver, the QUIC transport and a storage engine chosen by cargo feature.
+//!
+//! Commands: `run` (one node from a config file, flags and environment), `dev` (a local
+//! three-voter cluster in one process) and `certs` (a development CA and node certificates).
 
-fn main() {
-    eprintln!("raft-node: the node binary is not assembled yet; see the README");
-    std::process::exit(2);
+#[cfg(not(any(feature = "storage-redb", feature = "storage-fjall")))]
+compile_error!(
+    "raft-node needs a storage engine: enable feature `storage-redb` or `storage-fjall`"
+);
+#[cfg(not(feature = "transport-quic"))]
+compile_error!("raft-node needs a transport: enable feature `transport-quic`");
+
+mod certs;
+mod commands;
+mod config;
+mod dev;
+mod identity;
+mod kv;
+mod node;
+mod resp;
+mod server;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use raft_core::ReplicaId;
+
+use crate::config::{FileConfig, Overrides};
+
+#[derive(Parser)]
+#[command(
+    name = "raft-node",
+    version,
+    about = "A replicated key-value service speaking RESP2"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Runs one node.
+    Run {
+        /// The TOML config file; flags and RAFT_NODE_* variables override its values.
+        #[arg(long, short, env = "RAFT_NODE_CONFIG")]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        overrides: Box<Overrides>,
+    },
+    /// Runs a local three-voter cluster on loopback until Ctrl-C.
+    Dev {
+        /// Where certificates, configs and data live (kept between runs).
+        #[arg(long, default_value = "./raft-dev")]
+        dir: PathBuf,
+        /// Client ports are BASE+1..BASE+3, peer ports BASE+101..BASE+103.
+        #[arg(long, default_value_t = 7000)]
+        base_port: u16,
+        /// Storage engine for new data directories: redb or fjall.
+        #[arg(long)]
+        storage: Option<String>,
+    },
+    /// Generates a development CA and node certificates.
+    Certs {
+        /// Output directory (an existing CA there is reused).
+        #[arg(long)]
+        out: PathBuf,
+        /// Replica ids, comma separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        replicas: Vec<u32>,
+    },
+}
+
+fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(default))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// Waits for Ctrl-C or SIGTERM.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+async fn run(config: Option<PathBuf>, overrides: Overrides) -> anyhow::Result<()> {
+    let mut file = match &config {
+        Some(path) => FileConfig::load(path)?,
+        None => FileConfig::default(),
+    };
+    file.apply(&overrides)?;
+    let cfg = file.check()?;
+    init_logging(cfg.log.as_deref().unwrap_or("info"));
+    let running = node::start(cfg).await?;
+    println!(
+        "raft-node: replica {} serving clients on {} (peers on {})",
+        running.id.0, running.client_addr, running.peer_addr
+    );
+    stop_signal().await;
+    tracing::info!("stopping");
+    running.shutdown().await;
+    Ok(())
+}
+
+async fn dev(opts: dev::DevOptions) -> anyhow::Result<()> {
+    init_logging("warn");
+    let shown = opts.dir.display().to_string();
+    println!("raft-node dev: three voters on loopback; certificates, configs and data in {shown}");
+    println!("  (the data is kept between runs; delete {shown} to start afresh)");
+    let cluster = dev::start(&opts).await.map_err(anyhow::Error::msg)?;
+    for n in &cluster.nodes {
+        println!(
+            "  node {}: client 127.0.0.1:{}  peer {}",
+            n.id.0,
+            n.client_addr.port(),
+            n.peer_addr
+        );
+    }
+    match cluster.wait_for_leader(Duration::from_secs(20)).await {
+        Some(leader) => {
+            let port = port_of(&cluster, leader);
+            println!("leader: node {} at 127.0.0.1:{port}", leader.0);
+            println!("try:    redis-cli -p {port} set greeting hello");
+            println!("        redis-cli -p {port} get greeting");
+        }
+        None => println!("no leader elected yet; see RAFT STATUS on any node"),
+    }
+    println!("Ctrl-C stops the cluster.");
+    stop_signal().await;
+    println!("stopping...");
+    cluster.shutdown().await;
+    println!("stopped");
+    Ok(())
+}
+
+fn port_of(cluster: &dev::Dev, id: ReplicaId) -> u16 {
+    cluster
+        .nodes
+        .iter()
+        .find(|n| n.id == id)
+        .map_or(0, |n| n.client_addr.port())
+}
+
+fn certs_cmd(out: PathBuf, replicas: Vec<u32>) -> anyhow::Result<()> {
+    let ids: Vec<ReplicaId> = replicas.into_iter().map(ReplicaId).collect();
+    let written = certs::ensure(&out, &ids)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("generating certificates in {}", out.display()))?;
+    for f in &written {
+        println!("wrote {}", f.display());
+    }
+    if written.is_empty() {
+        println!("every certificate already exists in {}", out.display());
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Certs { out, replicas } => certs_cmd(out, replicas),
+        cmd => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("starting the tokio runtime")
+            .and_then(|rt| {
+                rt.block_on(async move {
+                    match cmd {
+                        Cmd::Run { config, overrides } => run(config, *overrides).await,
+                        Cmd::Dev {
+                            dir,
+                            base_port,
+                            storage,
+                        } => {
+                            dev(dev::DevOptions {
+                                dir,
+                                base_port,
+                                storage,
+                            })
+                            .await
+                        }
+                        Cmd::Certs { .. } => Ok(()),
+                    }
+                })
+            }),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("raft-node: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use raft_core::message::RpcKind;
 
-const KINDS: usize = 6;
+const KINDS: usize = 7;
 
 fn kind_index(kind: RpcKind) -> usize {
     match kind {
@@ -15,6 +15,7 @@ fn kind_index(kind: RpcKind) -> usize {
         RpcKind::Fetch => 3,
         RpcKind::DescribeQuorum => 4,
         RpcKind::ReadIndex => 5,
+        RpcKind::Forward => 6,
     }
 }
 
@@ -127,6 +128,7 @@ impl Metrics {
             fetch: load(&a[3]),
             describe_quorum: load(&a[4]),
             read_index: load(&a[5]),
+            forward: load(&a[6]),
         };
         let e = &self.errors;
         MetricsSnapshot {
@@ -170,6 +172,8 @@ pub struct RpcCounts {
     pub describe_quorum: u64,
     /// ReadIndex.
     pub read_index: u64,
+    /// Forwarded writes.
+    pub forward: u64,
 }
 
 impl RpcCounts {
@@ -182,6 +186,7 @@ impl RpcCounts {
             RpcKind::Fetch => self.fetch,
             RpcKind::DescribeQuorum => self.describe_quorum,
             RpcKind::ReadIndex => self.read_index,
+            RpcKind::Forward => self.forward,
         }
     }
 
@@ -193,6 +198,7 @@ impl RpcCounts {
             + self.fetch
             + self.describe_quorum
             + self.read_index
+            + self.forward
     }
 }
 

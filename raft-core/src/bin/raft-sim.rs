@@ -6,6 +6,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use raft_core::sim::{run, RunOptions};
 
@@ -17,6 +18,9 @@ struct Args {
     observers: u32,
     threads: usize,
     verbose: bool,
+    unsafe_reads: bool,
+    lease: Option<bool>,
+    lease_margin_ms: Option<u64>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -28,6 +32,9 @@ fn parse() -> Result<Args, String> {
         observers: 0,
         threads: 2,
         verbose: false,
+        unsafe_reads: false,
+        lease: None,
+        lease_margin_ms: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -45,6 +52,9 @@ fn parse() -> Result<Args, String> {
             "--observers" => a.observers = value("--observers")? as u32,
             "--threads" => a.threads = value("--threads")?.max(1) as usize,
             "--verbose" => a.verbose = true,
+            "--unsafe-reads" => a.unsafe_reads = true,
+            "--lease" => a.lease = Some(value("--lease")? != 0),
+            "--lease-margin-ms" => a.lease_margin_ms = Some(value("--lease-margin-ms")?),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -70,30 +80,44 @@ fn main() {
     let seeds = Arc::new(Mutex::new(seeds.into_iter()));
     let violations = Arc::new(AtomicU64::new(0));
     let committed = Arc::new(AtomicU64::new(0));
+    // Client operations checked, and key histories too large for the checker's step bound.
+    let checked = Arc::new(AtomicU64::new(0));
+    let inconclusive = Arc::new(AtomicU64::new(0));
     let started = std::time::Instant::now();
     let workers: Vec<_> = (0..args.threads)
         .map(|_| {
             let seeds = Arc::clone(&seeds);
             let violations = Arc::clone(&violations);
             let committed = Arc::clone(&committed);
+            let checked = Arc::clone(&checked);
+            let inconclusive = Arc::clone(&inconclusive);
             let (voters, observers, verbose, single) = (
                 args.voters,
                 args.observers,
                 args.verbose,
                 args.single.is_some(),
             );
+            let (unsafe_reads, lease, lease_margin) =
+                (args.unsafe_reads, args.lease, args.lease_margin_ms);
             let next_seed = move || seeds.lock().map(|mut s| s.next()).unwrap_or(None);
             std::thread::spawn(move || {
                 while let Some(seed) = next_seed() {
                     let mut opts = RunOptions::new(seed, voters, observers);
                     opts.keep_trace = verbose && single;
+                    opts.unsafe_reads = unsafe_reads;
+                    opts.lease_reads = lease;
+                    opts.lease_drift_margin = lease_margin.map(Duration::from_millis);
                     let report = run(opts);
                     committed.fetch_add(report.committed, Ordering::Relaxed);
+                    checked.fetch_add(report.operations, Ordering::Relaxed);
+                    inconclusive.fetch_add(report.inconclusive, Ordering::Relaxed);
                     if verbose || single {
                         println!(
-                            "seed {seed}: committed {} acked {} max epoch {} events {} faults {:?}",
+                            "seed {seed}: committed {} acked {} ops {} inconclusive {} max epoch {} events {} faults {:?}",
                             report.committed,
                             report.acknowledged,
+                            report.operations,
+                            report.inconclusive,
                             report.max_epoch,
                             report.events,
                             report.faults
@@ -123,8 +147,11 @@ fn main() {
     }
     let v = violations.load(Ordering::Relaxed);
     println!(
-        "sim: {total} seeds, {v} violations ({} records committed, {:.1}s)",
+        "sim: {total} seeds, {v} violations ({} records committed, {} client operations \
+         checked, {} key histories beyond the checker's bound, {:.1}s)",
         committed.load(Ordering::Relaxed),
+        checked.load(Ordering::Relaxed),
+        inconclusive.load(Ordering::Relaxed),
         started.elapsed().as_secs_f64()
     );
     std::process::exit(if v == 0 { 0 } else { 1 });

@@ -6,7 +6,7 @@
 //! ```text
 //! version u8    WIRE_VERSION
 //! kind    u8    0x01..=0x06 requests (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch,
-//!               DescribeQuorum, ReadIndex), 0x81..=0x86 the matching responses,
+//!               DescribeQuorum, ReadIndex), 0x07 Forward, 0x81..=0x87 the matching responses,
 //!               0xFF a version refusal (see below)
 //! fields        per message, in declaration order
 //! ```
@@ -42,8 +42,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::{decode_record, encode_record, DecodeError, RECORD_HEADER_LEN};
 use crate::message::{
     BeginQuorumEpochRequest, DescribeQuorumRequest, DescribeQuorumResponse, EndQuorumEpochRequest,
-    EpochResponse, ErrorCode, FetchRequest, FetchResponse, ReadBarrier, ReadIndexRequest,
-    ReadIndexResponse, ReplicaProgress, Request, Response, VoteRequest, VoteResponse,
+    EpochResponse, ErrorCode, FetchRequest, FetchResponse, ForwardRequest, ForwardResponse,
+    ReadBarrier, ReadIndexRequest, ReadIndexResponse, ReplicaProgress, Request, Response,
+    VoteRequest, VoteResponse,
 };
 use crate::types::{Epoch, Offset, OffsetAndEpoch, Record, ReplicaId};
 
@@ -62,6 +63,7 @@ const REQ_END_QUORUM_EPOCH: u8 = 0x03;
 const REQ_FETCH: u8 = 0x04;
 const REQ_DESCRIBE_QUORUM: u8 = 0x05;
 const REQ_READ_INDEX: u8 = 0x06;
+const REQ_FORWARD: u8 = 0x07;
 const RESP_FLAG: u8 = 0x80;
 
 /// The smallest encoding of one [`ReplicaProgress`]: id plus two absent options.
@@ -147,6 +149,11 @@ pub fn encode_request(request: &Request, out: &mut BytesMut) {
             put_epoch(out, r.epoch);
             put_replica(out, r.replica);
             out.put_u32_le(r.read_count);
+            put_bool(out, r.lease);
+        }
+        Request::Forward(r) => {
+            out.put_u8(REQ_FORWARD);
+            put_bytes(out, &r.payload);
         }
     }
 }
@@ -207,6 +214,14 @@ pub fn encode_response(response: &Response, out: &mut BytesMut) {
             put_opt(out, r.leader, put_replica);
             put_opt(out, r.read_offset, |o, v| o.put_u64_le(v.0));
         }
+        Response::Forward(r) => {
+            out.put_u8(RESP_FLAG | REQ_FORWARD);
+            put_error(out, r.error);
+            put_epoch(out, r.epoch);
+            put_opt(out, r.leader, put_replica);
+            put_opt(out, r.committed, put_offset_and_epoch);
+            put_bytes(out, &r.response);
+        }
     }
 }
 
@@ -263,6 +278,10 @@ pub fn decode_request(frame: Bytes, limits: &FrameLimits) -> Result<Request, Dec
             epoch: r.epoch()?,
             replica: r.replica()?,
             read_count: r.u32()?,
+            lease: r.bool("lease")?,
+        }),
+        REQ_FORWARD => Request::Forward(ForwardRequest {
+            payload: r.bytes("payload")?,
         }),
         other => {
             return Err(DecodeError::InvalidValue {
@@ -299,6 +318,13 @@ pub fn decode_response(frame: Bytes, limits: &FrameLimits) -> Result<Response, D
             epoch: r.epoch()?,
             leader: r.opt("leader", Reader::replica)?,
             read_offset: r.opt("read_offset", Reader::offset)?,
+        }),
+        k if k == RESP_FLAG | REQ_FORWARD => Response::Forward(ForwardResponse {
+            error: r.error()?,
+            epoch: r.epoch()?,
+            leader: r.opt("leader", Reader::replica)?,
+            committed: r.opt("committed", Reader::offset_and_epoch)?,
+            response: r.bytes("response")?,
         }),
         KIND_VERSION_REFUSED => {
             // The peer reads our version byte but not our version: it names what it was sent.
@@ -370,8 +396,16 @@ fn put_error(out: &mut BytesMut, error: Option<ErrorCode>) {
         Some(ErrorCode::WrongReceiver) => 6,
         Some(ErrorCode::ShuttingDown) => 7,
         Some(ErrorCode::RequestTimedOut) => 8,
+        Some(ErrorCode::WriteLost) => 9,
+        Some(ErrorCode::QueueFull) => 10,
+        Some(ErrorCode::TooLarge) => 11,
     };
     out.put_u8(code);
+}
+
+fn put_bytes(out: &mut BytesMut, bytes: &Bytes) {
+    out.put_u32_le(bytes.len() as u32);
+    out.put_slice(bytes);
 }
 
 fn put_epoch_response(out: &mut BytesMut, r: &EpochResponse) {
@@ -505,6 +539,9 @@ impl<'a> Reader<'a> {
             6 => ErrorCode::WrongReceiver,
             7 => ErrorCode::ShuttingDown,
             8 => ErrorCode::RequestTimedOut,
+            9 => ErrorCode::WriteLost,
+            10 => ErrorCode::QueueFull,
+            11 => ErrorCode::TooLarge,
             other => {
                 return Err(DecodeError::InvalidValue {
                     what: "error code",
@@ -538,6 +575,26 @@ impl<'a> Reader<'a> {
             });
         }
         Ok(count)
+    }
+
+    /// A length-prefixed byte string, bounded like a record payload; a zero-copy slice.
+    fn bytes(&mut self, what: &'static str) -> Result<Bytes, DecodeError> {
+        let len = self.u32()? as usize;
+        if len > self.limits.record_payload_max {
+            return Err(DecodeError::TooLarge {
+                what,
+                len: len as u64,
+                limit: self.limits.record_payload_max as u64,
+            });
+        }
+        if len > self.remaining() {
+            return Err(DecodeError::Truncated {
+                needed: len - self.remaining(),
+            });
+        }
+        let out = self.frame.slice(self.pos..self.pos + len);
+        self.pos += len;
+        Ok(out)
     }
 
     fn record(&mut self) -> Result<Record, DecodeError> {
@@ -657,6 +714,9 @@ mod tests {
             Just(Some(ErrorCode::WrongReceiver)),
             Just(Some(ErrorCode::ShuttingDown)),
             Just(Some(ErrorCode::RequestTimedOut)),
+            Just(Some(ErrorCode::WriteLost)),
+            Just(Some(ErrorCode::QueueFull)),
+            Just(Some(ErrorCode::TooLarge)),
         ]
     }
 
@@ -759,13 +819,19 @@ mod tests {
             }),
             fetch_request(),
             Just(Request::DescribeQuorum(DescribeQuorumRequest {})),
-            (epoch(), replica(), any::<u32>()).prop_map(|(epoch, replica, read_count)| {
-                Request::ReadIndex(ReadIndexRequest {
-                    epoch,
-                    replica,
-                    read_count,
-                })
-            }),
+            (epoch(), replica(), any::<u32>(), any::<bool>()).prop_map(
+                |(epoch, replica, read_count, lease)| {
+                    Request::ReadIndex(ReadIndexRequest {
+                        epoch,
+                        replica,
+                        read_count,
+                        lease,
+                    })
+                }
+            ),
+            vec(any::<u8>(), 0..64).prop_map(|p| Request::Forward(ForwardRequest {
+                payload: Bytes::from(p)
+            })),
         ]
     }
 
@@ -855,6 +921,22 @@ mod tests {
                         epoch,
                         leader,
                         read_offset,
+                    })
+                }),
+            (
+                error_code(),
+                epoch(),
+                proptest::option::of(replica()),
+                proptest::option::of(offset_and_epoch()),
+                vec(any::<u8>(), 0..64)
+            )
+                .prop_map(|(error, epoch, leader, committed, response)| {
+                    Response::Forward(ForwardResponse {
+                        error,
+                        epoch,
+                        leader,
+                        committed,
+                        response: Bytes::from(response),
                     })
                 }),
         ]

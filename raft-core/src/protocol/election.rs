@@ -29,6 +29,11 @@ impl Replica {
         if !self.cfg.sticky_votes {
             return false;
         }
+        // D3 with leases: a restarted voter forgot when it last heard from the leader, so it
+        // honours any lease for one full fetch timeout before granting anything.
+        if self.cfg.lease_reads && now.since(self.started_at) < self.cfg.fetch_timeout {
+            return true;
+        }
         if req.leader_invited && req.epoch == self.election.epoch.next() {
             return false;
         }
@@ -306,6 +311,8 @@ impl Replica {
             accumulated_bytes: 0,
             linger_deadline: None,
             read_barrier: ReadBarrier::default(),
+            reads: Vec::new(),
+            unestablished_reads: Vec::new(),
         }));
         tracing::info!(replica = %me, %epoch, %epoch_start, "elected leader");
         self.release(out);

@@ -27,6 +27,7 @@
 
 mod election;
 mod log;
+mod read;
 mod replication;
 mod rng;
 
@@ -45,6 +46,8 @@ use crate::types::{
 
 pub use self::log::LogSeq;
 use self::log::LogView;
+use self::read::{LeaderRead, LocalRead, ReadSource, Reads};
+pub use self::read::{ReadFailure, ReadId, ReadMode};
 use self::rng::Rng;
 
 /// Sequence number of an election-state persist the core asked for.
@@ -89,6 +92,15 @@ pub enum Input {
     Applied(Offset),
     /// Resign gracefully (before shutdown): a leader hands over to a preferred successor.
     Resign,
+    /// A client wants to read this replica's state machine (decisions D6).
+    Read {
+        /// Driver-chosen id, echoed in `ReadReady` / `ReadFailed`.
+        id: ReadId,
+        /// How the read is confirmed.
+        mode: ReadMode,
+        /// Give up (with a retriable error) at this time.
+        deadline: Instant,
+    },
 }
 
 /// A message for the driver to send.
@@ -164,6 +176,21 @@ pub enum Event {
         epoch: Epoch,
         /// The first lost offset.
         from: Offset,
+    },
+    /// A read may be served: the state machine has applied through `offset`, which the leader
+    /// confirmed.
+    ReadReady {
+        /// The read.
+        id: ReadId,
+        /// The confirmed read offset (exclusive).
+        offset: Offset,
+    },
+    /// A read could not be confirmed.
+    ReadFailed {
+        /// The read.
+        id: ReadId,
+        /// Why.
+        error: ReadFailure,
     },
     /// A peer sent something that contradicts this replica's view of who leads an epoch. A
     /// correct cluster never produces this; it is reported, not trusted.
@@ -284,6 +311,8 @@ pub struct Status {
     pub applied: Offset,
     /// Per-voter progress (leader only).
     pub voters: Vec<ReplicaProgress>,
+    /// Time since the last successful fetch from the leader (followers and observers).
+    pub since_leader_contact: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Clone)]
@@ -319,6 +348,10 @@ struct Progress {
     end: Option<Offset>,
     last_fetch: Option<Instant>,
     barrier_acked: ReadBarrier,
+    /// When the leader sent its latest fetch response to this replica.
+    response_sent_at: Option<Instant>,
+    /// The send time of the response this replica's latest fetch acknowledged (D6 lease).
+    lease_anchor: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -348,6 +381,10 @@ struct LeaderState {
     accumulated_bytes: usize,
     linger_deadline: Option<Instant>,
     read_barrier: ReadBarrier,
+    /// Reads waiting for their barrier's round.
+    reads: Vec<LeaderRead>,
+    /// Reads waiting for the leader to commit in its epoch.
+    unestablished_reads: Vec<ReadSource>,
 }
 
 #[derive(Debug)]
@@ -414,6 +451,8 @@ pub struct Replica {
     in_flight: BTreeMap<RequestId, InFlight>,
     resigning: bool,
     stats: Stats,
+    reads: Reads,
+    started_at: Instant,
 }
 
 impl Replica {
@@ -461,6 +500,8 @@ impl Replica {
             in_flight: BTreeMap::new(),
             resigning: false,
             stats: Stats::default(),
+            reads: Reads::default(),
+            started_at: now,
         };
         replica.start(now);
         replica
@@ -514,12 +555,21 @@ impl Replica {
                 self.applied = self.applied.max(offset);
             }
             Input::Resign => self.resign(now, out),
+            Input::Read { id, mode, deadline } => {
+                self.read(now, LocalRead { id, mode, deadline }, out)
+            }
         }
         self.poll_timers(now, out);
+        self.leader_poll_reads(now, out);
+        self.poll_reads(now, out);
     }
 
     /// The earliest time at which [`Replica::step`] with [`Input::Tick`] has work to do.
     pub fn next_deadline(&self) -> Instant {
+        self.role_deadline().min(self.reads_deadline())
+    }
+
+    fn role_deadline(&self) -> Instant {
         match &self.role {
             RoleState::Unattached {
                 deadline,
@@ -700,6 +750,10 @@ impl Replica {
             durable_end: self.log.durable_end,
             applied: self.applied,
             voters,
+            since_leader_contact: match &self.role {
+                RoleState::Follower(f) => f.last_fetch_ok.map(|t| now.since(t)),
+                _ => None,
+            },
         }
     }
 
@@ -837,16 +891,15 @@ impl Replica {
                 let resp = self.describe_quorum(now);
                 self.respond(from, id, Response::DescribeQuorum(resp), out);
             }
-            Request::ReadIndex(_) => {
-                // Follower reads are served by the read layer; until it answers, refuse cleanly.
-                let (epoch, leader) = (self.election.epoch, self.known_leader());
-                let resp = crate::message::ReadIndexResponse {
-                    error: Some(ErrorCode::NotLeader),
-                    epoch,
-                    leader,
-                    read_offset: None,
-                };
-                self.respond(from, id, Response::ReadIndex(resp), out);
+            Request::ReadIndex(req) => self.handle_read_index(now, from, id, req, out),
+            Request::Forward(_) => {
+                // Forwarded writes are the driver's business; one reaching the core is a bug
+                // of the sender's driver.
+                let resp = Request::Forward(crate::message::ForwardRequest {
+                    payload: Bytes::new(),
+                })
+                .error_response(ErrorCode::InvalidRequest);
+                self.respond(from, id, resp, out);
             }
         }
     }
@@ -888,7 +941,8 @@ impl Replica {
                 }
             }
             Response::Fetch(r) => self.handle_fetch_response(now, from, r, out),
-            Response::DescribeQuorum(_) | Response::ReadIndex(_) => {}
+            Response::ReadIndex(r) => self.handle_read_index_response(now, id, r),
+            Response::DescribeQuorum(_) | Response::Forward(_) => {}
         }
     }
 
@@ -933,6 +987,7 @@ impl Replica {
                 r.in_flight.remove(&to);
                 r.retry_at = r.retry_at.min(retry);
             }
+            (_, RpcKind::ReadIndex) => self.read_index_failed(now, id),
             _ => {}
         }
         let _ = out;
@@ -1021,7 +1076,8 @@ impl Replica {
                 probing: false,
             },
         );
-        if let RoleState::Leader(l) = old {
+        if let RoleState::Leader(mut l) = old {
+            self.leader_abandon_reads(&mut l, out);
             self.leader_abandon(*l, out);
         }
     }

@@ -11,11 +11,15 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::checks::Checker;
+use super::linearizability::{self, Op as LinOp, OpKind, Verdict};
 use super::{Faults, RunOptions, RunReport, SimRng};
 use crate::config::{Config, ValidatedConfig};
 use crate::io::{EpochStart, LogState};
 use crate::message::{Request, RequestId, Response};
-use crate::protocol::{Event, Input, LogOp, Outgoing, Outputs, PersistSeq, ProposeError, Replica};
+use crate::protocol::{
+    Event, Input, LogOp, Outgoing, Outputs, PersistSeq, ProposeError, ReadFailure, ReadId,
+    ReadMode, Replica,
+};
 use crate::types::{
     ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, ReplicaId, Role,
 };
@@ -44,6 +48,12 @@ pub struct ClusterOptions {
     pub election_timeout: Duration,
     /// Follower fetch timeout.
     pub fetch_timeout: Duration,
+    /// The protocol's lease-read switch (the workload then issues lease reads too).
+    pub lease_reads: bool,
+    /// The lease's clock-drift margin.
+    pub lease_drift_margin: Duration,
+    /// Negative control: followers serve linearizable reads without a round.
+    pub unsafe_reads: bool,
 }
 
 impl Default for ClusterOptions {
@@ -58,6 +68,9 @@ impl Default for ClusterOptions {
             sticky_votes: true,
             election_timeout: Duration::from_millis(100),
             fetch_timeout: Duration::from_millis(300),
+            lease_reads: false,
+            lease_drift_margin: Duration::from_millis(30),
+            unsafe_reads: false,
         }
     }
 }
@@ -96,6 +109,7 @@ enum Ev {
     Restart {
         host: ReplicaId,
     },
+    Client,
 }
 
 struct Inbound {
@@ -127,6 +141,9 @@ struct Host {
     outstanding: BTreeMap<RequestId, ReplicaId>,
     tick_at: Option<Duration>,
     out: Outputs,
+    /// The simulated key-value state machine and how far it has applied.
+    kv: BTreeMap<u64, u64>,
+    kv_applied: Offset,
 }
 
 /// A simulated cluster. See the module documentation.
@@ -143,7 +160,20 @@ pub struct Cluster {
     workload: bool,
     next_propose: Duration,
     next_payload: u64,
-    proposals: VecDeque<(OffsetAndEpoch, Bytes)>,
+    /// Proposals not yet resolved: payload and invocation time.
+    proposals: BTreeMap<(Offset, Epoch), (Bytes, Duration)>,
+    /// The committed log applied to a reference key-value map, to know CAS outcomes.
+    reference: BTreeMap<u64, u64>,
+    reference_applied: usize,
+    /// Reads in progress: host, incarnation, key, invocation time.
+    reads: BTreeMap<u64, (usize, u32, u64, Duration)>,
+    next_read: u64,
+    /// Completed client operations, for the linearizability checker.
+    history: Vec<LinOp>,
+    /// Highest sequential read offset per (host, incarnation): monotonic per replica.
+    sequential: BTreeMap<(usize, u32), Offset>,
+    /// Histories the checker could not decide within its step bound.
+    inconclusive: u64,
     acknowledged: u64,
     next_partition: Duration,
     next_crash: Duration,
@@ -177,6 +207,10 @@ impl Cluster {
             cfg.pre_vote = opts.pre_vote;
             cfg.check_quorum = opts.check_quorum;
             cfg.sticky_votes = opts.sticky_votes;
+            cfg.read_timeout = Duration::from_millis(300);
+            cfg.lease_reads = opts.lease_reads;
+            cfg.lease_drift_margin = opts.lease_drift_margin;
+            cfg.test_unsafe_reads = opts.unsafe_reads;
             let cfg = cfg
                 .validate()
                 .expect("the simulator's configuration is valid");
@@ -202,6 +236,8 @@ impl Cluster {
                 outstanding: BTreeMap::new(),
                 tick_at: None,
                 out: Outputs::default(),
+                kv: BTreeMap::new(),
+                kv_applied: Offset::ZERO,
             });
         }
         let majority = voters.len() / 2 + 1;
@@ -218,7 +254,14 @@ impl Cluster {
             workload: false,
             next_propose: Duration::ZERO,
             next_payload: 1,
-            proposals: VecDeque::new(),
+            proposals: BTreeMap::new(),
+            reference: BTreeMap::new(),
+            reference_applied: 0,
+            reads: BTreeMap::new(),
+            next_read: 1,
+            history: Vec::new(),
+            sequential: BTreeMap::new(),
+            inconclusive: 0,
             acknowledged: 0,
             next_partition: Duration::ZERO,
             next_crash: Duration::ZERO,
@@ -243,6 +286,9 @@ impl Cluster {
     pub fn set_workload(&mut self, on: bool) {
         self.workload = on;
         self.next_propose = self.now;
+        if on {
+            self.schedule(self.now, Ev::Client);
+        }
     }
 
     /// The replica with this id (panics in a test that names a crashed one).
@@ -337,9 +383,30 @@ impl Cluster {
             }
             if self.events >= EVENTS_MAX {
                 // Bounded like every loop: a run that generates this much work is livelocked.
+                let next: Vec<String> = self
+                    .queue
+                    .values()
+                    .take(3)
+                    .map(|e| format!("{e:?}"))
+                    .collect();
                 self.queue.clear();
-                self.checker
-                    .report(self.now, format!("runaway: more than {EVENTS_MAX} events"));
+                let states: Vec<String> = (0..self.hosts.len())
+                    .filter_map(|i| {
+                        let r = self.hosts[i].replica.as_ref()?;
+                        Some(format!(
+                            "{} {} {} now={} deadline={}",
+                            r.id(),
+                            r.role(),
+                            r.epoch(),
+                            self.local_time(i).0,
+                            r.next_deadline().0
+                        ))
+                    })
+                    .collect();
+                let msg = format!(
+                    "runaway: more than {EVENTS_MAX} events; next: {next:?}; replicas: {states:?}"
+                );
+                self.checker.report(self.now, msg);
                 break;
             }
             let ev = self.queue.remove(&(at, seq)).expect("first key exists");
@@ -506,6 +573,8 @@ impl Cluster {
             violations: self.checker.violations().to_vec(),
             committed: self.checker.committed().len() as u64,
             acknowledged: self.acknowledged,
+            operations: self.history.len() as u64,
+            inconclusive: self.inconclusive,
             max_epoch,
             events: self.events,
             trace: if options.keep_trace {
@@ -533,7 +602,13 @@ impl Cluster {
         if local == Instant::NEVER {
             return None;
         }
-        let ns = (local.0 as f64 / self.hosts[i].rate).ceil() as u64;
+        let rate = self.hosts[i].rate;
+        let mut ns = (local.0 as f64 / rate).ceil() as u64;
+        // Rounding must never schedule a tick at a true time whose local time is still before
+        // the deadline: that tick would find nothing due and reschedule itself forever.
+        while ((ns as f64) * rate) < local.0 as f64 {
+            ns += 1;
+        }
         Some(Duration::from_nanos(ns).max(self.now))
     }
 
@@ -596,7 +671,11 @@ impl Cluster {
         h.inbound.clear();
         h.outstanding.clear();
         h.tick_at = None;
+        h.kv.clear();
+        h.kv_applied = Offset::ZERO;
         let id = h.id;
+        // Reads in progress on a crashed replica never complete: they had no effect.
+        self.reads.retain(|_, r| r.0 != i);
         self.trace
             .push(format!("{}ms {id} crashed", self.now.as_millis()));
         if let Some(state) = vote_landed {
@@ -613,7 +692,8 @@ impl Cluster {
         let mut out = std::mem::take(&mut h.out);
         let result = replica.propose(now, payload.clone(), &mut out);
         if let Ok(id) = result {
-            self.proposals.push_back((id, payload));
+            self.proposals
+                .insert((id.offset, id.epoch), (payload, self.now));
         }
         self.handle_outputs(i, &mut out);
         self.hosts[i].out = out;
@@ -709,6 +789,7 @@ impl Cluster {
             self.checker
                 .on_commit(self.now, h.id, epoch, prev, hwm, &h.log);
             self.hosts[i].last_hwm = hwm;
+            self.apply_kv(i, hwm);
             self.resolve_proposals();
             // The simulated state machine applies at once.
             follow_up.push(Input::Applied(hwm));
@@ -758,20 +839,37 @@ impl Cluster {
                 let msg = format!("{id} heard from {from} that {claimed:?} leads {epoch}");
                 self.checker.report(self.now, msg);
             }
+            Event::ReadReady { id: read, offset } => self.read_ready(i, read, offset),
+            Event::ReadFailed { id: read, error } => self.read_failed(i, read, error),
         }
     }
 
+    /// Applies newly committed records to the reference map and turns the proposals they
+    /// resolve into completed operations; proposals overtaken by other records were lost.
     fn resolve_proposals(&mut self) {
         let committed = self.checker.committed();
-        while let Some((id, payload)) = self.proposals.front() {
-            let Some(rec) = committed.get(id.offset.0 as usize) else {
-                break;
+        while self.reference_applied < committed.len() {
+            let rec = &committed[self.reference_applied];
+            self.reference_applied += 1;
+            let Some(cmd) = KvCommand::decode(&rec.payload) else {
+                continue;
             };
-            if rec.epoch == id.epoch && rec.payload == *payload {
-                self.acknowledged += 1;
+            let kind = cmd.apply(&mut self.reference);
+            if let Some((payload, call)) = self.proposals.remove(&(rec.offset, rec.epoch)) {
+                if payload == rec.payload {
+                    self.acknowledged += 1;
+                    let (call, ret) = (call.as_nanos() as u64, self.now.as_nanos() as u64);
+                    self.history.push(LinOp {
+                        key: cmd.key(),
+                        call,
+                        ret,
+                        kind,
+                    });
+                }
             }
-            self.proposals.pop_front();
         }
+        let end = Offset(committed.len() as u64);
+        self.proposals.retain(|(offset, _), _| *offset >= end);
     }
 
     fn send(&mut self, i: usize, msg: Outgoing) {
@@ -973,6 +1071,14 @@ impl Cluster {
                     self.step_host(i, Input::ElectionPersisted(seq));
                 }
             }
+            Ev::Client => {
+                if self.workload {
+                    self.client_op();
+                    let next = self.now + Duration::from_micros(self.rng.range(200, 3000));
+                    self.next_propose = next;
+                    self.schedule(next, Ev::Client);
+                }
+            }
             Ev::Restart { host } => {
                 let i = self.index(host);
                 if self.hosts[i].replica.is_none() {
@@ -985,15 +1091,6 @@ impl Cluster {
     }
 
     fn after_event(&mut self) {
-        if self.workload && self.now >= self.next_propose {
-            self.next_propose = self.now + Duration::from_micros(self.rng.range(500, 8000));
-            if let Some(l) = self.leader() {
-                let payload = format!("w{}", self.next_payload);
-                self.next_payload += 1;
-                let i = self.index(ReplicaId(l));
-                let _ = self.propose_on(i, Bytes::from(payload));
-            }
-        }
         let voters = self.opts.voters as usize;
         let logs: Vec<&[Record]> = self.hosts[..voters]
             .iter()
@@ -1002,6 +1099,134 @@ impl Cluster {
         let mut checker = std::mem::take(&mut self.checker);
         checker.check_majority_durable(self.now, &logs, self.majority);
         self.checker = checker;
+    }
+
+    /// One random client operation: a write or compare-and-set through the leader, or a read
+    /// in a random mode on a random replica.
+    fn client_op(&mut self) {
+        let key = self.rng.range(1, 8);
+        let roll = self.rng.below(100);
+        if roll < 45 {
+            let Some(l) = self.leader() else { return };
+            let value = self.next_payload;
+            self.next_payload += 1;
+            let cmd = if roll < 30 {
+                KvCommand::Write { key, value }
+            } else {
+                let expected = self.reference.get(&key).copied().unwrap_or(0);
+                let expected = if self.rng.chance(0.7) {
+                    expected
+                } else {
+                    value + 1
+                };
+                KvCommand::Cas {
+                    key,
+                    expected,
+                    new: value,
+                }
+            };
+            let i = self.index(ReplicaId(l));
+            let _ = self.propose_on(i, cmd.encode());
+            return;
+        }
+        let i = self.rng.below(self.hosts.len() as u64) as usize;
+        if self.hosts[i].replica.is_none() {
+            return;
+        }
+        if roll < 55 {
+            self.sequential_read(i);
+            return;
+        }
+        let mode = if self.opts.lease_reads && self.rng.chance(0.5) {
+            ReadMode::Lease
+        } else {
+            ReadMode::Linearizable
+        };
+        let id = self.next_read;
+        self.next_read += 1;
+        self.reads
+            .insert(id, (i, self.hosts[i].incarnation, key, self.now));
+        let deadline = self.local_time(i).plus(self.hosts[i].cfg.read_timeout);
+        self.step_host(
+            i,
+            Input::Read {
+                id: ReadId(id),
+                mode,
+                deadline,
+            },
+        );
+    }
+
+    /// A sequential read promises a committed prefix, monotonic per replica.
+    fn sequential_read(&mut self, i: usize) {
+        let h = &self.hosts[i];
+        let at = h.kv_applied;
+        if at.0 as usize > self.checker.committed().len() {
+            let msg = format!(
+                "S14 sequential read on {} at {at} beyond the committed log",
+                h.id
+            );
+            self.checker.report(self.now, msg);
+        }
+        let prev = self
+            .sequential
+            .insert((i, h.incarnation), at)
+            .unwrap_or_default();
+        if at < prev {
+            let msg = format!("sequential reads on {} went back from {prev} to {at}", h.id);
+            self.checker.report(self.now, msg);
+        }
+    }
+
+    fn read_ready(&mut self, i: usize, read: ReadId, offset: Offset) {
+        let Some((host, incarnation, key, call)) = self.reads.remove(&read.0) else {
+            return;
+        };
+        let h = &self.hosts[i];
+        if host != i || incarnation != h.incarnation {
+            return;
+        }
+        if h.kv_applied < offset {
+            let msg = format!("{} served a read at {offset} before applying it", h.id);
+            self.checker.report(self.now, msg);
+        }
+        let value = h.kv.get(&key).copied().unwrap_or(0);
+        let (call, ret) = (call.as_nanos() as u64, self.now.as_nanos() as u64);
+        self.history.push(LinOp {
+            key,
+            call,
+            ret,
+            kind: OpKind::Read(value),
+        });
+    }
+
+    fn read_failed(&mut self, _i: usize, read: ReadId, _error: ReadFailure) {
+        self.reads.remove(&read.0);
+    }
+
+    fn apply_kv(&mut self, i: usize, hwm: Offset) {
+        let h = &mut self.hosts[i];
+        while h.kv_applied < hwm {
+            let rec = &h.log[h.kv_applied.0 as usize];
+            if let Some(cmd) = KvCommand::decode(&rec.payload) {
+                cmd.apply(&mut h.kv);
+            }
+            h.kv_applied = h.kv_applied.next();
+        }
+    }
+
+    /// Checks every recorded client operation for linearizability (S13).
+    pub fn check_linearizability(&mut self) {
+        match linearizability::check(&self.history, 100_000) {
+            Verdict::Linearizable => {}
+            Verdict::Violation(msg) => self.checker.report(self.now, msg),
+            Verdict::Inconclusive(_) => self.inconclusive += 1,
+        }
+    }
+
+    /// Completed client operations so far.
+    pub fn history(&self) -> &[LinOp] {
+        &self.history
     }
 
     fn fault_interval(&mut self, mean: Duration) -> Duration {
@@ -1063,6 +1288,75 @@ impl Cluster {
                     .range(1, self.opts.faults.downtime_max.as_nanos() as u64);
                 let host = self.hosts[victim].id;
                 self.schedule(self.now + Duration::from_nanos(down), Ev::Restart { host });
+            }
+        }
+    }
+}
+
+/// The simulated key-value commands carried in record payloads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KvCommand {
+    Write { key: u64, value: u64 },
+    Cas { key: u64, expected: u64, new: u64 },
+}
+
+impl KvCommand {
+    fn key(&self) -> u64 {
+        match self {
+            KvCommand::Write { key, .. } | KvCommand::Cas { key, .. } => *key,
+        }
+    }
+
+    fn encode(&self) -> Bytes {
+        let mut v = Vec::with_capacity(25);
+        match self {
+            KvCommand::Write { key, value } => {
+                v.push(b'w');
+                v.extend_from_slice(&key.to_le_bytes());
+                v.extend_from_slice(&value.to_le_bytes());
+            }
+            KvCommand::Cas { key, expected, new } => {
+                v.push(b'c');
+                v.extend_from_slice(&key.to_le_bytes());
+                v.extend_from_slice(&expected.to_le_bytes());
+                v.extend_from_slice(&new.to_le_bytes());
+            }
+        }
+        Bytes::from(v)
+    }
+
+    fn decode(b: &[u8]) -> Option<KvCommand> {
+        let word = |i: usize| {
+            b.get(i..i + 8)
+                .map(|s| u64::from_le_bytes(s.try_into().expect("8")))
+        };
+        match b.first()? {
+            b'w' if b.len() == 17 => Some(KvCommand::Write {
+                key: word(1)?,
+                value: word(9)?,
+            }),
+            b'c' if b.len() == 25 => Some(KvCommand::Cas {
+                key: word(1)?,
+                expected: word(9)?,
+                new: word(17)?,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Applies the command and describes what it did, as a history operation.
+    fn apply(&self, kv: &mut BTreeMap<u64, u64>) -> OpKind {
+        match *self {
+            KvCommand::Write { key, value } => {
+                kv.insert(key, value);
+                OpKind::Write(value)
+            }
+            KvCommand::Cas { key, expected, new } => {
+                let ok = kv.get(&key).copied().unwrap_or(0) == expected;
+                if ok {
+                    kv.insert(key, new);
+                }
+                OpKind::Cas { expected, new, ok }
             }
         }
     }

@@ -14,6 +14,7 @@
 pub mod checks;
 pub mod cluster;
 pub mod faults;
+pub mod linearizability;
 mod rng;
 
 use std::time::Duration;
@@ -37,6 +38,12 @@ pub struct RunOptions {
     pub pre_vote: bool,
     /// Keep the run's trace (role changes, crashes) in the report.
     pub keep_trace: bool,
+    /// Negative control: followers serve linearizable reads without asking the leader.
+    pub unsafe_reads: bool,
+    /// Override the seed's choice of lease reads.
+    pub lease_reads: Option<bool>,
+    /// Override the lease drift margin (a negative control sets it below the drift).
+    pub lease_drift_margin: Option<Duration>,
 }
 
 impl RunOptions {
@@ -49,6 +56,9 @@ impl RunOptions {
             safety_phase: Duration::from_secs(6),
             pre_vote: true,
             keep_trace: false,
+            unsafe_reads: false,
+            lease_reads: None,
+            lease_drift_margin: None,
         }
     }
 
@@ -74,6 +84,10 @@ pub struct RunReport {
     pub committed: u64,
     /// Proposals the clients saw acknowledged.
     pub acknowledged: u64,
+    /// Client operations checked for linearizability.
+    pub operations: u64,
+    /// Histories too large for the checker's step bound (not counted as violations).
+    pub inconclusive: u64,
     /// The highest epoch reached.
     pub max_epoch: u32,
     /// Events processed.
@@ -101,6 +115,8 @@ pub fn run(options: RunOptions) -> RunReport {
                 violations: vec![format!("panic: {msg}")],
                 committed: 0,
                 acknowledged: 0,
+                operations: 0,
+                inconclusive: 0,
                 max_epoch: 0,
                 events: 0,
                 trace: String::new(),
@@ -111,13 +127,21 @@ pub fn run(options: RunOptions) -> RunReport {
 
 fn run_inner(options: RunOptions) -> RunReport {
     let faults = Faults::draw(options.seed);
+    let defaults = ClusterOptions::default();
+    // Half the seeds also exercise lease reads, within the drift the seed drew.
+    let lease = options.lease_reads.unwrap_or(options.seed % 2 == 0);
     let mut cluster = Cluster::new(ClusterOptions {
         seed: options.seed,
         voters: options.voters,
         observers: options.observers,
         faults: faults.clone(),
         pre_vote: options.pre_vote,
-        ..ClusterOptions::default()
+        lease_reads: lease,
+        lease_drift_margin: options
+            .lease_drift_margin
+            .unwrap_or(defaults.lease_drift_margin),
+        unsafe_reads: options.unsafe_reads,
+        ..defaults
     });
     cluster.set_workload(true);
     let safety_end = cluster.now() + options.safety_phase;
@@ -127,5 +151,6 @@ fn run_inner(options: RunOptions) -> RunReport {
     let marker = cluster.now();
     cluster.check_liveness(marker);
     cluster.check_final();
+    cluster.check_linearizability();
     cluster.report(options, faults)
 }

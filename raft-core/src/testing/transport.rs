@@ -173,6 +173,7 @@ fn read_index(replica: ReplicaId, read_count: u32) -> Request {
         epoch: Epoch(1),
         replica,
         read_count,
+        lease: false,
     })
 }
 

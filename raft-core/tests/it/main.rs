@@ -2,13 +2,25 @@
 //! (partition, crash, resign, propose, run for virtual time) and compare what happened with
 //! expected text. One module per topic; `sim_seeds` runs the randomized simulator on a fixed
 //! seed list plus every seed that ever failed.
+//!
+//! Timings are the harness defaults (`ClusterOptions::default()`): election timeout 100 ms
+//! (randomized in [100, 200) ms), fetch timeout 300 ms, check-quorum 450 ms, long-poll 50 ms,
+//! network delay 0.5 ms, storage sync 0.2 ms. Trace lines read `<time> <replica> <role>
+//! <epoch> leader=<leader>`.
 
+mod check_quorum;
 mod driver;
 mod election;
+mod observers;
+mod prevote;
+mod replication;
+mod resign;
+mod sim_seeds;
 
 use std::time::Duration;
 
 use raft_core::sim::{Cluster, ClusterOptions};
+use raft_core::{Epoch, Instant, Offset, OffsetAndEpoch, ReplicaId, Role};
 
 /// `n` milliseconds of virtual time.
 pub fn ms(n: u64) -> Duration {
@@ -23,4 +35,118 @@ pub fn cluster(seed: u64, voters: u32, observers: u32) -> Cluster {
         observers,
         ..ClusterOptions::default()
     })
+}
+
+/// The ids of every replica (voters first, then observers), read from a running replica's
+/// configuration.
+pub fn all_ids(c: &Cluster, running: u32) -> Vec<u32> {
+    let cfg = c.replica(running).config();
+    let n = (cfg.voters.len() + cfg.observers.len()) as u32;
+    (1..=n).collect()
+}
+
+/// Whether the cluster has settled: one leader, every other running replica follows it in the
+/// same epoch, and every running replica knows a high watermark equal to the leader's log end.
+pub fn settled(c: &Cluster) -> bool {
+    let Some(l) = c.leader() else {
+        return false;
+    };
+    let leader = c.replica(l);
+    let (epoch, end) = (leader.epoch(), leader.log_end().offset);
+    all_ids(c, l)
+        .into_iter()
+        .filter(|&id| c.is_up(id))
+        .all(|id| {
+            let r = c.replica(id);
+            let role_ok =
+                id == l || (r.role() == Role::Follower && r.leader() == Some(ReplicaId(l)));
+            role_ok && r.epoch() == epoch && r.high_watermark() == end
+        })
+}
+
+/// Runs until the cluster has settled (see [`settled`]) and returns the leader.
+pub fn settle(c: &mut Cluster) -> u32 {
+    let bound = c.liveness_bound();
+    assert!(
+        c.run_until_cond(bound, settled),
+        "the cluster did not settle within {bound:?}:\n{}",
+        c.trace()
+    );
+    c.leader().expect("a settled cluster has a leader")
+}
+
+/// Proposes `payload` on `leader` and runs until it is committed; returns its identity.
+pub fn commit(c: &mut Cluster, leader: u32, payload: &[u8]) -> OffsetAndEpoch {
+    let id = c
+        .propose(leader, payload)
+        .expect("the leader accepts proposals");
+    let ok = c.run_until_cond(ms(1000), |c| is_committed(c, id, payload));
+    assert!(ok, "{id} did not commit:\n{}", c.trace());
+    id
+}
+
+/// Whether the record `id` with `payload` is in the committed prefix.
+pub fn is_committed(c: &Cluster, id: OffsetAndEpoch, payload: &[u8]) -> bool {
+    c.committed()
+        .get(id.offset.0 as usize)
+        .is_some_and(|r| r.epoch == id.epoch && r.payload.as_ref() == payload)
+}
+
+/// The payloads of a replica's log, control records shown as `LC@epoch`.
+pub fn log_text(c: &Cluster, id: u32) -> String {
+    c.log(id)
+        .iter()
+        .map(|r| match r.kind {
+            raft_core::RecordKind::LeaderChange => format!("LC@{}", r.epoch),
+            raft_core::RecordKind::Data => {
+                format!("{}@{}", String::from_utf8_lossy(&r.payload), r.epoch)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The trace lines about the given replicas only.
+pub fn trace_of(c: &Cluster, ids: &[u32]) -> String {
+    let names: Vec<String> = ids.iter().map(|id| ReplicaId(*id).to_string()).collect();
+    c.trace()
+        .lines()
+        .filter(|line| {
+            line.split_whitespace()
+                .nth(1)
+                .is_some_and(|who| names.iter().any(|n| n == who))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The leader's view of a voter's acknowledged fetch offset.
+pub fn fetch_offset_seen_by(c: &Cluster, leader: u32, voter: u32) -> Option<Offset> {
+    c.replica(leader)
+        .status(Instant(0))
+        .voters
+        .iter()
+        .find(|p| p.replica == ReplicaId(voter))
+        .and_then(|p| p.end_offset)
+}
+
+/// The highest released epoch among the running replicas of `ids`.
+pub fn max_epoch(c: &Cluster, ids: &[u32]) -> Epoch {
+    ids.iter()
+        .copied()
+        .filter(|&id| c.is_up(id))
+        .map(|id| c.replica(id).epoch())
+        .max()
+        .unwrap_or_default()
+}
+
+/// Every scenario ends with this: the checkers outside the replicas saw nothing wrong.
+#[track_caller]
+pub fn assert_no_violations(c: &Cluster) {
+    assert!(
+        c.violations().is_empty(),
+        "violations: {:#?}\ntrace:\n{}",
+        c.violations(),
+        c.trace()
+    );
 }

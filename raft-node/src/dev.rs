@@ -1,0 +1,136 @@
+//! `raft-node dev`: a three-voter cluster on loopback in one process, for trying the node.
+//!
+//! Everything lives under one directory (default `./raft-dev`): `certs/` (a dev CA and node
+//! certificates, made once), `cluster-id` (made once), `nodeN.toml` (each node's config,
+//! rewritten at every start with the chosen ports) and `nodeN/` (each node's data, kept).
+//! Starting again with the same directory keeps the data.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use raft_core::{ReplicaId, Role};
+
+use crate::certs;
+use crate::config::{FileConfig, StorageKind};
+use crate::identity;
+use crate::node::{self, Running};
+
+/// Replicas of the dev cluster.
+const IDS: [u32; 3] = [1, 2, 3];
+
+/// Options of `raft-node dev`.
+#[derive(Clone, Debug)]
+pub struct DevOptions {
+    /// The directory holding everything.
+    pub dir: PathBuf,
+    /// Client ports are `base_port + id`, peer ports `base_port + 100 + id`.
+    pub base_port: u16,
+    /// The storage engine for new data directories.
+    pub storage: Option<String>,
+}
+
+/// A running dev cluster.
+pub struct Dev {
+    /// The nodes, by id.
+    pub nodes: Vec<Running>,
+}
+
+fn cluster_id(dir: &Path) -> Result<String, String> {
+    let path = dir.join("cluster-id");
+    if let Ok(id) = std::fs::read_to_string(&path) {
+        return Ok(id.trim().to_string());
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let id = format!(
+        "dev-{:012x}",
+        (nanos ^ u64::from(std::process::id()) << 40) & 0xffff_ffff_ffff
+    );
+    std::fs::write(&path, format!("{id}\n"))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(id)
+}
+
+fn node_toml(cluster: &str, id: u32, base: u16, storage: &str) -> String {
+    let mut s = format!(
+        "# Written by `raft-node dev` at every start. Relative paths are relative to this\n\
+         # file's directory; `raft-node run --config FILE` runs this node on its own.\n\
+         cluster_id = \"{cluster}\"\nreplica_id = {id}\ndata_dir = \"node{id}\"\nstorage = \"{storage}\"\n\n\
+         [tls]\nca_cert = \"certs/ca.pem\"\ncert = \"certs/node-{id}.pem\"\nkey = \"certs/node-{id}.key\"\n\n\
+         [timers]\nelection_timeout_ms = 500\nfetch_timeout_ms = 1000\nfetch_max_wait_ms = 250\n"
+    );
+    for v in IDS {
+        s += &format!(
+            "\n[[voters]]\nid = {v}\npeer = \"127.0.0.1:{}\"\nclient = \"127.0.0.1:{}\"\n",
+            u32::from(base) + 100 + v,
+            u32::from(base) + v
+        );
+    }
+    s
+}
+
+/// Prepares the directory and starts the three nodes.
+pub async fn start(opts: &DevOptions) -> Result<Dev, String> {
+    if u32::from(opts.base_port) + 100 + 3 > u32::from(u16::MAX) {
+        return Err(format!(
+            "--base-port {} leaves no room for the peer ports",
+            opts.base_port
+        ));
+    }
+    let dir = &opts.dir;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let cluster = cluster_id(dir)?;
+    let ids: Vec<ReplicaId> = IDS.iter().map(|i| ReplicaId(*i)).collect();
+    certs::ensure(&dir.join("certs"), &ids)?;
+    let mut nodes = Vec::new();
+    for id in IDS {
+        let storage = opts
+            .storage
+            .clone()
+            .or_else(|| identity::recorded_storage(&dir.join(format!("node{id}"))))
+            .unwrap_or_else(|| StorageKind::default_compiled().name().to_string());
+        let path = dir.join(format!("node{id}.toml"));
+        std::fs::write(&path, node_toml(&cluster, id, opts.base_port, &storage))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let cfg = FileConfig::load(&path)
+            .and_then(FileConfig::check)
+            .map_err(|e| e.to_string())?;
+        match node::start(cfg).await {
+            Ok(n) => nodes.push(n),
+            Err(e) => {
+                for n in nodes {
+                    n.shutdown().await;
+                }
+                return Err(format!("node {id}: {e}"));
+            }
+        }
+    }
+    Ok(Dev { nodes })
+}
+
+impl Dev {
+    /// Waits up to `timeout` for a leader; returns its id.
+    pub async fn wait_for_leader(&self, timeout: Duration) -> Option<ReplicaId> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while tokio::time::Instant::now() < deadline {
+            for n in &self.nodes {
+                if let Some(st) = n.node.status().await {
+                    if st.role == Role::Leader {
+                        return Some(st.id);
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+
+    /// Stops every node.
+    pub async fn shutdown(self) {
+        let stops = self.nodes.into_iter().map(|n| tokio::spawn(n.shutdown()));
+        for s in stops.collect::<Vec<_>>() {
+            let _ = s.await;
+        }
+    }
+}

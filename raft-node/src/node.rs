@@ -1,0 +1,192 @@
+//! Assembly of one replica: identity check, storage, QUIC transport, the raft-core driver with
+//! the key-value state machine, and the RESP server on the client port.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use raft_core::driver::{DriverOptions, Node, Parts};
+use raft_core::io::{ElectionStore, LogStore};
+use raft_core::ReplicaId;
+use raft_transport_quic::{QuicConfig, QuicTransport, TlsMaterial};
+use tokio::net::TcpListener;
+
+use crate::config::{ConfigError, NodeConfig, StorageKind};
+use crate::identity::{self, IdentityError};
+use crate::kv::Kv;
+use crate::server::{Server, ServerHandle};
+
+/// Why a node did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The data directory belongs to another node or cluster, or is unusable.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    /// A TLS file is missing or unreadable.
+    #[error("invalid configuration: `{field}`: cannot read {path}: {reason}")]
+    Tls {
+        /// The config field naming the file.
+        field: &'static str,
+        /// The path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The storage could not be opened.
+    #[error("opening {engine} storage in {dir} failed: {reason}")]
+    Storage {
+        /// The engine.
+        engine: &'static str,
+        /// Its directory.
+        dir: String,
+        /// Why.
+        reason: String,
+    },
+    /// A listen address could not be bound.
+    #[error("invalid configuration: `{field}`: cannot listen on {addr}: {reason}")]
+    Listen {
+        /// The config field.
+        field: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        reason: String,
+    },
+    /// The transport refused its setup (often the TLS material).
+    #[error("starting the QUIC transport failed: {0}")]
+    Transport(String),
+    /// The driver did not start.
+    #[error("starting the replica failed: {0}")]
+    Driver(String),
+}
+
+/// A started replica.
+pub struct Running {
+    /// Its id.
+    pub id: ReplicaId,
+    /// The driver handle.
+    pub node: Node,
+    /// Where clients connect.
+    pub client_addr: SocketAddr,
+    /// Where peers connect.
+    pub peer_addr: SocketAddr,
+    server: ServerHandle,
+}
+
+impl Running {
+    /// Graceful stop: stop taking requests (in-flight ones finish or fail), then resign (a leader
+    /// hands over with EndQuorumEpoch) and stop the driver, which closes the transport; the
+    /// storage is closed when the driver's tasks release it.
+    pub async fn shutdown(self) {
+        self.server.stop().await;
+        self.node.shutdown().await;
+    }
+}
+
+fn read_pem(field: &'static str, path: &std::path::Path) -> Result<String, StartError> {
+    std::fs::read_to_string(path).map_err(|e| StartError::Tls {
+        field,
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })
+}
+
+type Stores = (Arc<dyn LogStore>, Arc<dyn ElectionStore>);
+
+fn open_storage(cfg: &NodeConfig) -> Result<Stores, StartError> {
+    let dir = cfg.data_dir.join(cfg.storage.name());
+    let fail = |reason: String| StartError::Storage {
+        engine: cfg.storage.name(),
+        dir: dir.display().to_string(),
+        reason,
+    };
+    match cfg.storage {
+        #[cfg(feature = "storage-redb")]
+        StorageKind::Redb => {
+            let opts = raft_storage_redb::Options::default();
+            let store = raft_storage_redb::RedbStore::open(&dir, &cfg.cluster_id, opts)
+                .map_err(|e| fail(e.to_string()))?;
+            let store = Arc::new(store);
+            Ok((store.clone(), store))
+        }
+        #[cfg(feature = "storage-fjall")]
+        StorageKind::Fjall => {
+            let opts = raft_storage_fjall::Options::default();
+            let store = raft_storage_fjall::FjallStore::open(&dir, &cfg.cluster_id, opts)
+                .map_err(|e| fail(e.to_string()))?;
+            let store = Arc::new(store);
+            Ok((store.clone(), store))
+        }
+        #[allow(unreachable_patterns)]
+        _ => Err(fail("this engine is not compiled into this build".into())),
+    }
+}
+
+/// Starts a replica from a checked configuration.
+pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
+    let raft_cfg = cfg.raft_config()?;
+    let tls = TlsMaterial {
+        ca_cert_pem: read_pem("tls.ca_cert", &cfg.tls.ca_cert)?,
+        cert_pem: read_pem("tls.cert", &cfg.tls.cert)?,
+        key_pem: read_pem("tls.key", &cfg.tls.key)?,
+    };
+    // The client port first: a port in use fails before anything is touched on disk.
+    let listener = TcpListener::bind(cfg.listen_client)
+        .await
+        .map_err(|e| StartError::Listen {
+            field: "listen.client",
+            addr: cfg.listen_client,
+            reason: e.to_string(),
+        })?;
+    let client_addr = listener.local_addr().unwrap_or(cfg.listen_client);
+    identity::check_or_create(&cfg)?;
+    let for_open = cfg.clone();
+    let (log, election) = tokio::task::spawn_blocking(move || open_storage(&for_open))
+        .await
+        .map_err(|e| StartError::Driver(format!("storage open task failed: {e}")))??;
+    let socket = std::net::UdpSocket::bind(cfg.listen_peer).map_err(|e| StartError::Listen {
+        field: "listen.peer",
+        addr: cfg.listen_peer,
+        reason: e.to_string(),
+    })?;
+    let quic = QuicConfig::new(cfg.id, cfg.listen_peer, cfg.peers(), tls);
+    let transport = QuicTransport::with_socket(quic, socket)
+        .map_err(|e| StartError::Transport(e.to_string()))?;
+    let peer_addr = transport.local_addr();
+    let kv = Arc::new(Kv::new());
+    let options = DriverOptions {
+        seed: seed(cfg.id),
+        shutdown_timeout: cfg.timers.shutdown_timeout,
+        ..DriverOptions::default()
+    };
+    let parts = Parts {
+        log,
+        election,
+        transport: Arc::new(transport),
+        state_machine: kv.clone(),
+    };
+    let node = Node::start(raft_cfg, parts, options)
+        .await
+        .map_err(|e| StartError::Driver(e.to_string()))?;
+    let id = cfg.id;
+    tracing::info!(replica = %id, %client_addr, %peer_addr, storage = cfg.storage.name(), "node started");
+    let server = Arc::new(Server::new(node.clone(), kv, Arc::new(cfg), client_addr));
+    let server = server.spawn(listener);
+    Ok(Running {
+        id,
+        node,
+        client_addr,
+        peer_addr,
+        server,
+    })
+}
+
+/// A per-process, per-replica seed for the protocol's election timeouts.
+fn seed(id: ReplicaId) -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    t ^ (u64::from(id.0) << 32) ^ u64::from(std::process::id())
+}

@@ -1,0 +1,419 @@
+//! RESP2, the Redis wire protocol: an incremental request parser with a bound on every length a
+//! client controls, and the reply encoding.
+//!
+//! The parser works on a growing buffer: it either takes one complete command off the front,
+//! says how many bytes it needs before trying again (so a large bulk string arriving in small
+//! pieces is not re-scanned for every piece), or returns a [`ProtocolError`]. It never panics
+//! and never allocates more than the limits allow, whatever the input.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// Bounds on what one client request may contain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest bulk string (one argument), in bytes.
+    pub bulk_bytes_max: usize,
+    /// Most arguments in one multibulk request.
+    pub array_len_max: usize,
+    /// Longest inline request line, in bytes.
+    pub inline_bytes_max: usize,
+    /// Most argument bytes in one request, all arguments together.
+    pub request_bytes_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            bulk_bytes_max: 512 << 10,
+            array_len_max: 64 * 1024,
+            inline_bytes_max: 64 << 10,
+            request_bytes_max: 1 << 20,
+        }
+    }
+}
+
+/// Malformed or oversized input. The connection is answered with `-ERR protocol error: ...`
+/// and closed, as Redis does: after a framing error the stream cannot be resynchronised.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+impl std::fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "protocol error: {}", self.0)
+    }
+}
+
+/// Longest line holding a `*<count>` or `$<length>` header, CRLF included.
+const HEADER_LINE_MAX: usize = 32;
+
+/// An incremental RESP2 request parser.
+#[derive(Debug)]
+pub struct Parser {
+    limits: Limits,
+    /// Do not try again before the buffer holds this many bytes.
+    need: usize,
+}
+
+enum Step {
+    /// A complete request of `consumed` bytes with its arguments' byte ranges.
+    Done(usize, Vec<(usize, usize)>),
+    /// The buffer must grow to this many bytes first.
+    Need(usize),
+}
+
+impl Parser {
+    /// A parser enforcing `limits`.
+    pub fn new(limits: Limits) -> Parser {
+        Parser { limits, need: 1 }
+    }
+
+    /// Takes the next complete command off the front of `buf`: `Ok(None)` when more input is
+    /// needed. Empty requests (`*0`, blank inline lines) are skipped.
+    pub fn next(&mut self, buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+        loop {
+            if buf.len() < self.need {
+                return Ok(None);
+            }
+            let step = if buf[0] == b'*' {
+                self.multibulk(buf)?
+            } else {
+                self.inline(buf)?
+            };
+            match step {
+                Step::Need(n) => {
+                    self.need = n;
+                    return Ok(None);
+                }
+                Step::Done(consumed, ranges) => {
+                    self.need = 1;
+                    let frame = buf.split_to(consumed).freeze();
+                    if ranges.is_empty() {
+                        continue;
+                    }
+                    return Ok(Some(
+                        ranges.into_iter().map(|(s, e)| frame.slice(s..e)).collect(),
+                    ));
+                }
+            }
+        }
+    }
+
+    fn multibulk(&self, buf: &[u8]) -> Result<Step, ProtocolError> {
+        let Some((line_end, mut pos)) = line(buf, 0, HEADER_LINE_MAX, "multibulk length")? else {
+            return Ok(Step::Need(buf.len() + 1));
+        };
+        let count = int(&buf[1..line_end]).ok_or_else(|| err("invalid multibulk length"))?;
+        if count <= 0 {
+            return Ok(Step::Done(pos, Vec::new()));
+        }
+        if count as u64 > self.limits.array_len_max as u64 {
+            return Err(err(format!(
+                "multibulk length {count} exceeds the limit of {}",
+                self.limits.array_len_max
+            )));
+        }
+        let count = count as usize;
+        let mut ranges = Vec::with_capacity(count.min(1024));
+        let mut total = 0usize;
+        for _ in 0..count {
+            if pos >= buf.len() {
+                return Ok(Step::Need(pos + 1));
+            }
+            if buf[pos] != b'$' {
+                return Err(err(format!("expected '$', got '{}'", printable(buf[pos]))));
+            }
+            let Some((line_end, next)) = line(buf, pos, HEADER_LINE_MAX, "bulk length")? else {
+                return Ok(Step::Need(buf.len() + 1));
+            };
+            let len = int(&buf[pos + 1..line_end]).ok_or_else(|| err("invalid bulk length"))?;
+            if len < 0 || len as u64 > self.limits.bulk_bytes_max as u64 {
+                return Err(err(format!(
+                    "bulk length {len} outside 0..={}",
+                    self.limits.bulk_bytes_max
+                )));
+            }
+            let len = len as usize;
+            total += len;
+            if total > self.limits.request_bytes_max {
+                return Err(err(format!(
+                    "request larger than the limit of {} bytes",
+                    self.limits.request_bytes_max
+                )));
+            }
+            let (start, end) = (next, next + len);
+            if buf.len() < end + 2 {
+                return Ok(Step::Need(end + 2));
+            }
+            if &buf[end..end + 2] != b"\r\n" {
+                return Err(err("bulk string not followed by CRLF"));
+            }
+            ranges.push((start, end));
+            pos = end + 2;
+        }
+        Ok(Step::Done(pos, ranges))
+    }
+
+    fn inline(&self, buf: &[u8]) -> Result<Step, ProtocolError> {
+        let max = self.limits.inline_bytes_max;
+        let Some(nl) = buf.iter().take(max + 1).position(|&b| b == b'\n') else {
+            if buf.len() > max {
+                return Err(err(format!("inline request longer than {max} bytes")));
+            }
+            return Ok(Step::Need(buf.len() + 1));
+        };
+        let end = if nl > 0 && buf[nl - 1] == b'\r' {
+            nl - 1
+        } else {
+            nl
+        };
+        let mut ranges = Vec::new();
+        let mut i = 0;
+        while i < end {
+            while i < end && buf[i].is_ascii_whitespace() {
+                i += 1;
+            }
+            let start = i;
+            while i < end && !buf[i].is_ascii_whitespace() {
+                i += 1;
+            }
+            if i > start {
+                ranges.push((start, i));
+            }
+        }
+        if ranges.len() > self.limits.array_len_max {
+            return Err(err("too many arguments in inline request"));
+        }
+        Ok(Step::Done(nl + 1, ranges))
+    }
+}
+
+fn err(msg: impl Into<String>) -> ProtocolError {
+    ProtocolError(msg.into())
+}
+
+fn printable(b: u8) -> char {
+    if b.is_ascii_graphic() {
+        b as char
+    } else {
+        '?'
+    }
+}
+
+/// Finds the CRLF-terminated line starting at `from`: `(index of CR, index after LF)`.
+/// `None` if incomplete; an error if no CRLF appears within `max` bytes.
+fn line(
+    buf: &[u8],
+    from: usize,
+    max: usize,
+    what: &str,
+) -> Result<Option<(usize, usize)>, ProtocolError> {
+    let window = &buf[from..buf.len().min(from + max)];
+    match window.iter().position(|&b| b == b'\r') {
+        Some(cr) => {
+            let cr = from + cr;
+            match buf.get(cr + 1) {
+                None => Ok(None),
+                Some(b'\n') => Ok(Some((cr, cr + 2))),
+                Some(_) => Err(err(format!("invalid {what}: CR not followed by LF"))),
+            }
+        }
+        None if window.len() >= max => Err(err(format!("invalid {what}: line too long"))),
+        None => Ok(None),
+    }
+}
+
+/// A strict decimal integer: optional `-`, digits only, fits an `i64`.
+fn int(s: &[u8]) -> Option<i64> {
+    if !matches!(s.first(), Some(b'-' | b'0'..=b'9')) {
+        return None;
+    }
+    std::str::from_utf8(s).ok()?.parse::<i64>().ok()
+}
+
+/// One reply to a client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// `+OK`-style status line.
+    Simple(String),
+    /// `-ERR ...`-style error line (the text includes the error prefix word).
+    Error(String),
+    /// `:<n>`.
+    Int(i64),
+    /// `$<len>` bulk string.
+    Bulk(Bytes),
+    /// `$-1`.
+    Nil,
+    /// `*<n>` and the elements.
+    Array(Vec<Reply>),
+    /// Bytes that are already a RESP2 reply (the state machine's answers).
+    Raw(Bytes),
+}
+
+impl Reply {
+    /// `+OK`.
+    pub fn ok() -> Reply {
+        Reply::Simple("OK".into())
+    }
+
+    /// `-ERR <msg>`.
+    pub fn err(msg: impl std::fmt::Display) -> Reply {
+        Reply::Error(format!("ERR {msg}"))
+    }
+
+    /// A bulk string from anything byte-like.
+    pub fn bulk(b: impl Into<Bytes>) -> Reply {
+        Reply::Bulk(b.into())
+    }
+
+    /// Appends the encoding of this reply to `out`.
+    pub fn encode(&self, out: &mut BytesMut) {
+        match self {
+            Reply::Simple(s) => line_reply(out, b'+', s),
+            Reply::Error(s) => line_reply(out, b'-', s),
+            Reply::Int(n) => {
+                out.put_u8(b':');
+                out.put_slice(n.to_string().as_bytes());
+                out.put_slice(b"\r\n");
+            }
+            Reply::Bulk(b) => encode_bulk(out, b),
+            Reply::Nil => out.put_slice(b"$-1\r\n"),
+            Reply::Array(items) => {
+                out.put_u8(b'*');
+                out.put_slice(items.len().to_string().as_bytes());
+                out.put_slice(b"\r\n");
+                for item in items {
+                    item.encode(out);
+                }
+            }
+            Reply::Raw(b) => out.put_slice(b),
+        }
+    }
+
+    /// The encoding as one buffer.
+    pub fn to_bytes(&self) -> Bytes {
+        let mut out = BytesMut::new();
+        self.encode(&mut out);
+        out.freeze()
+    }
+}
+
+/// Appends a bulk string.
+pub fn encode_bulk(out: &mut BytesMut, b: &[u8]) {
+    out.put_u8(b'$');
+    out.put_slice(b.len().to_string().as_bytes());
+    out.put_slice(b"\r\n");
+    out.put_slice(b);
+    out.put_slice(b"\r\n");
+}
+
+/// Status and error lines cannot carry CR or LF: they are replaced by spaces.
+fn line_reply(out: &mut BytesMut, prefix: u8, s: &str) {
+    out.put_u8(prefix);
+    for b in s.bytes() {
+        out.put_u8(if b == b'\r' || b == b'\n' { b' ' } else { b });
+    }
+    out.put_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_all(input: &[u8], limits: Limits) -> Result<Vec<Vec<Bytes>>, ProtocolError> {
+        let mut p = Parser::new(limits);
+        let mut buf = BytesMut::from(input);
+        let mut out = Vec::new();
+        while let Some(cmd) = p.next(&mut buf)? {
+            out.push(cmd);
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn multibulk_and_inline_commands_parse() {
+        let cmds = parse_all(
+            b"*2\r\n$4\r\nECHO\r\n$4\r\na\r\nb\r\nPING\r\n  set  k v \n*0\r\n",
+            Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(cmds.len(), 3);
+        assert_eq!(cmds[0], vec![Bytes::from("ECHO"), Bytes::from("a\r\nb")]);
+        assert_eq!(cmds[1], vec![Bytes::from("PING")]);
+        assert_eq!(cmds[2].len(), 3);
+    }
+
+    #[test]
+    fn byte_by_byte_input_gives_the_same_commands() {
+        let input = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\nPING\r\n";
+        let mut p = Parser::new(Limits::default());
+        let mut buf = BytesMut::new();
+        let mut got = Vec::new();
+        for &b in input.iter() {
+            buf.put_u8(b);
+            while let Some(cmd) = p.next(&mut buf).unwrap() {
+                got.push(cmd);
+            }
+        }
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0][2], Bytes::from("hello"));
+    }
+
+    #[test]
+    fn oversized_and_malformed_input_is_refused() {
+        let small = Limits {
+            bulk_bytes_max: 4,
+            array_len_max: 2,
+            inline_bytes_max: 8,
+            request_bytes_max: 5,
+        };
+        for bad in [
+            &b"*3\r\n"[..],
+            b"*1\r\n$5\r\n",
+            b"*2\r\n$3\r\nabc\r\n$3\r\ndef\r\n",
+            b"*1\r\n:3\r\n",
+            b"*x\r\n",
+            b"*1\r\n$-5\r\n",
+            b"*1\r\n$2\r\nabXY",
+            b"0123456789",
+            b"*1\r\n$99999999999999999999999\r\n",
+        ] {
+            assert!(
+                parse_all(bad, small).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        // A cheap deterministic fuzz: every prefix and a scramble of a valid stream.
+        let base = b"*2\r\n$3\r\nGET\r\n$3\r\nkey\r\n*1\r\n$4\r\nPING\r\n".to_vec();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for round in 0..2000 {
+            let mut input = base.clone();
+            for _ in 0..(round % 7) {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
+                let i = (state >> 33) as usize % input.len();
+                input[i] = (state >> 11) as u8;
+            }
+            input.truncate(round % (input.len() + 1));
+            let _ = parse_all(&input, Limits::default());
+        }
+    }
+
+    #[test]
+    fn replies_encode_as_resp2() {
+        let r = Reply::Array(vec![
+            Reply::ok(),
+            Reply::Int(-3),
+            Reply::bulk("x"),
+            Reply::Nil,
+            Reply::err("bad\r\nthing"),
+        ]);
+        assert_eq!(
+            &r.to_bytes()[..],
+            b"*5\r\n+OK\r\n:-3\r\n$1\r\nx\r\n$-1\r\n-ERR bad  thing\r\n"
+        );
+    }
+}

@@ -1,0 +1,571 @@
+//! The RESP2 server: accepts client connections, parses pipelined requests, and runs each one
+//! against the node: writes through [`Server::write`], reads after [`Server::read_barrier`].
+//!
+//! Pipelining: every complete request in the input buffer (up to [`BATCH_MAX`]) is taken at
+//! once. Consecutive writes are proposed together (the driver batches them into one append) and
+//! their replies are sent in request order; a read after writes waits for them, and one read
+//! barrier serves every read of a batch that follows the same writes.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+use raft_core::driver::{Node, WriteError};
+use raft_core::protocol::{ProposeError, Status};
+use raft_core::{ReplicaId, Role};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+
+use crate::commands::{self, AdminOp, Conn, Context, Plan, ReadOp};
+use crate::config::{NodeConfig, ReadMode};
+use crate::kv::{self, Kv};
+use crate::resp::{Parser, Reply};
+
+/// Most requests taken from one connection's buffer before replies are written.
+pub const BATCH_MAX: usize = 1024;
+
+/// Why a write failed, before it is turned into a RESP error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteFailure {
+    /// No leader is known (an election is under way).
+    NoLeader,
+    /// Another replica leads.
+    NotLeader(ReplicaId),
+    /// The leader has not committed in its epoch yet.
+    NotReady,
+    /// Too many proposals pending.
+    QueueFull,
+    /// The command is larger than a record may be.
+    TooLarge {
+        /// Its encoded length.
+        len: usize,
+        /// The limit.
+        max: u32,
+    },
+    /// The record was replaced in a leader change: not applied.
+    Lost,
+    /// Not confirmed in time: it may or may not be applied.
+    Timeout(Duration),
+    /// The node stopped before it was refused: nothing was proposed.
+    Stopping,
+    /// The node stopped after proposing: it may or may not be applied.
+    StoppedInFlight,
+    /// The node failed.
+    Failed(String),
+}
+
+impl WriteFailure {
+    /// Nothing was applied and retrying here may succeed soon.
+    fn retry_here(&self) -> bool {
+        matches!(
+            self,
+            WriteFailure::NoLeader
+                | WriteFailure::NotReady
+                | WriteFailure::QueueFull
+                | WriteFailure::Lost
+        )
+    }
+
+    fn from_write_error(e: WriteError) -> WriteFailure {
+        match e {
+            WriteError::Refused(p) => match p {
+                ProposeError::NotLeader {
+                    leader: Some(l), ..
+                } => WriteFailure::NotLeader(l),
+                ProposeError::NotLeader { leader: None, .. } => WriteFailure::NoLeader,
+                ProposeError::NotReady => WriteFailure::NotReady,
+                ProposeError::QueueFull { .. } => WriteFailure::QueueFull,
+                ProposeError::TooLarge { len, max } => WriteFailure::TooLarge { len, max },
+                _ => WriteFailure::Stopping,
+            },
+            WriteError::Lost(_) => WriteFailure::Lost,
+            WriteError::ShuttingDown => WriteFailure::StoppedInFlight,
+            WriteError::Failed(e) => WriteFailure::Failed(e),
+            _ => WriteFailure::Failed(e.to_string()),
+        }
+    }
+}
+
+/// Everything a connection needs, shared by all of them.
+pub struct Server {
+    node: Node,
+    kv: Arc<Kv>,
+    cfg: Arc<NodeConfig>,
+    started: std::time::Instant,
+    client_addr: SocketAddr,
+    connections: Arc<Semaphore>,
+    next_conn: AtomicU64,
+}
+
+/// Wall-clock milliseconds since the Unix epoch (0 if the clock is before 1970).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A running accept loop; dropping the sender of `stop` ends it and every connection.
+pub struct ServerHandle {
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ServerHandle {
+    /// Stops accepting, closes every connection after its current batch, and waits.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+impl Server {
+    /// A server for `node` and its state machine.
+    pub fn new(node: Node, kv: Arc<Kv>, cfg: Arc<NodeConfig>, client_addr: SocketAddr) -> Server {
+        Server {
+            node,
+            kv,
+            connections: Arc::new(Semaphore::new(cfg.client.connections_max)),
+            cfg,
+            started: std::time::Instant::now(),
+            client_addr,
+            next_conn: AtomicU64::new(1),
+        }
+    }
+
+    /// Spawns the accept loop on `listener`.
+    pub fn spawn(self: Arc<Self>, listener: TcpListener) -> ServerHandle {
+        let (stop, stop_rx) = watch::channel(false);
+        let task = tokio::spawn(self.accept_loop(listener, stop_rx));
+        ServerHandle { stop, task }
+    }
+
+    async fn accept_loop(self: Arc<Self>, listener: TcpListener, mut stop: watch::Receiver<bool>) {
+        let mut conns = tokio::task::JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        let _ = stream.set_nodelay(true);
+                        let server = self.clone();
+                        let stop = stop.clone();
+                        conns.spawn(async move { server.serve(stream, stop).await });
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+                _ = stop.changed() => break,
+            }
+        }
+        drop(listener);
+        while conns.join_next().await.is_some() {}
+    }
+
+    async fn serve(&self, mut stream: TcpStream, mut stop: watch::Receiver<bool>) {
+        let Ok(_permit) = self.connections.clone().try_acquire_owned() else {
+            let r = Reply::err("max number of clients reached").to_bytes();
+            let _ = stream.write_all(&r).await;
+            return;
+        };
+        let mut conn = Conn {
+            id: self.next_conn.fetch_add(1, Ordering::Relaxed),
+            authed: self.cfg.client.requirepass.is_none(),
+            read_mode: self.cfg.client.read_mode,
+            name: None,
+        };
+        let mut parser = Parser::new(self.cfg.client.limits);
+        let mut input = BytesMut::with_capacity(16 << 10);
+        let mut out = BytesMut::with_capacity(16 << 10);
+        loop {
+            let mut batch = Vec::new();
+            let mut fatal = None;
+            while batch.len() < BATCH_MAX {
+                match parser.next(&mut input) {
+                    Ok(Some(cmd)) => batch.push(cmd),
+                    Ok(None) => break,
+                    Err(e) => {
+                        fatal = Some(e);
+                        break;
+                    }
+                }
+            }
+            if batch.is_empty() && fatal.is_none() {
+                tokio::select! {
+                    read = stream.read_buf(&mut input) => match read {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => continue,
+                    },
+                    _ = stop.changed() => return,
+                }
+            }
+            let mut close = self.run_batch(&mut conn, batch, &mut out).await;
+            if let Some(e) = fatal {
+                tracing::debug!(conn = conn.id, error = %e, "closing a connection");
+                Reply::err(e).encode(&mut out);
+                close = true;
+            }
+            if stream.write_all(&out).await.is_err() {
+                return;
+            }
+            out.clear();
+            if close {
+                let _ = stream.shutdown().await;
+                return;
+            }
+        }
+    }
+
+    /// Runs a batch of requests and appends their replies in order; true to close afterwards.
+    async fn run_batch(&self, conn: &mut Conn, batch: Vec<Vec<Bytes>>, out: &mut BytesMut) -> bool {
+        let mut writes = Vec::new();
+        let mut barrier_passed = false;
+        for args in batch {
+            let ctx = Context {
+                requirepass: self.cfg.client.requirepass.as_deref(),
+                now_ms: now_ms(),
+            };
+            let plan = commands::plan(conn, &ctx, &args);
+            if let Plan::Write(cmd) = plan {
+                writes.push(cmd);
+                continue;
+            }
+            if !writes.is_empty() {
+                self.run_writes(std::mem::take(&mut writes), out).await;
+                barrier_passed = false;
+            }
+            match plan {
+                Plan::Write(_) => {}
+                Plan::Reply(r) => r.encode(out),
+                Plan::Close(r) => {
+                    r.encode(out);
+                    return true;
+                }
+                Plan::Read(op) => {
+                    if !barrier_passed {
+                        match self.read_barrier(conn.read_mode).await {
+                            Ok(()) => barrier_passed = true,
+                            Err(r) => {
+                                r.encode(out);
+                                continue;
+                            }
+                        }
+                    }
+                    self.read(op).encode(out);
+                }
+                Plan::Admin(op) => self.admin(conn, op).await.encode(out),
+            }
+        }
+        if !writes.is_empty() {
+            self.run_writes(writes, out).await;
+        }
+        false
+    }
+
+    /// Proposes consecutive writes of one connection together and appends their replies.
+    ///
+    /// All are submitted at once, in order. A write refused with a retriable error is retried
+    /// (until the deadline) only if every write after it was refused too, so a retry can never
+    /// land after a later write of the same pipeline.
+    async fn run_writes(&self, cmds: Vec<kv::Command>, out: &mut BytesMut) {
+        let ts = now_ms();
+        let payloads: Vec<Bytes> = cmds.iter().map(|c| kv::encode(ts, c)).collect();
+        if let [one] = &payloads[..] {
+            let r = self.write(one.clone()).await;
+            self.write_reply(r).encode(out);
+            return;
+        }
+        let first = join_in_order(payloads.iter().map(|p| self.propose_once(p.clone()))).await;
+        let retry_from = first
+            .iter()
+            .rposition(|r| !matches!(r, Err(f) if f.retry_here()))
+            .map_or(0, |i| i + 1);
+        for (i, r) in first.into_iter().enumerate() {
+            let r = if i >= retry_from {
+                self.write(payloads[i].clone()).await
+            } else {
+                r
+            };
+            self.write_reply(r).encode(out);
+        }
+    }
+
+    /// Replicates one write and returns the state machine's reply, waiting for a leader up to
+    /// the write timeout.
+    pub async fn write(&self, payload: Bytes) -> Result<Bytes, WriteFailure> {
+        // Any replica accepts writes: the driver forwards them to the leader it knows.
+        let timeout = self.cfg.timers.write_timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut backoff = Duration::from_millis(10);
+        loop {
+            let attempt = tokio::time::timeout_at(deadline, self.propose_once(payload.clone()));
+            match attempt.await {
+                Err(_) => return Err(WriteFailure::Timeout(timeout)),
+                Ok(Err(f)) if f.retry_here() => {
+                    if tokio::time::Instant::now() + backoff >= deadline {
+                        return Err(f);
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(200));
+                }
+                Ok(result) => return result,
+            }
+        }
+    }
+
+    async fn propose_once(&self, payload: Bytes) -> Result<Bytes, WriteFailure> {
+        let timeout = self.cfg.timers.write_timeout;
+        match tokio::time::timeout(timeout, self.node.write(payload)).await {
+            Ok(r) => r
+                .map(|c| c.response)
+                .map_err(WriteFailure::from_write_error),
+            Err(_) => Err(WriteFailure::Timeout(timeout)),
+        }
+    }
+
+    fn leader_text(&self, leader: ReplicaId) -> String {
+        match self.cfg.client_addr_of(leader) {
+            Some(addr) => format!("leader is r{} at {addr}", leader.0),
+            None => format!("leader is r{}", leader.0),
+        }
+    }
+
+    fn write_reply(&self, r: Result<Bytes, WriteFailure>) -> Reply {
+        let f = match r {
+            Ok(bytes) => return Reply::Raw(bytes),
+            Err(f) => f,
+        };
+        let msg = match f {
+            WriteFailure::NotLeader(l) => format!("TRYAGAIN not leader; {}", self.leader_text(l)),
+            WriteFailure::NoLeader => "TRYAGAIN no leader is known (election in progress)".into(),
+            WriteFailure::NotReady => {
+                "TRYAGAIN the leader has not committed in its epoch yet".into()
+            }
+            WriteFailure::QueueFull => "TRYAGAIN too many writes pending".into(),
+            WriteFailure::Lost => {
+                "TRYAGAIN the write was replaced in a leader change and not applied".into()
+            }
+            WriteFailure::TooLarge { len, max } => {
+                format!("ERR command of {len} bytes exceeds the record limit of {max}")
+            }
+            WriteFailure::Timeout(t) => format!(
+                "TIMEOUT the write was not confirmed within {} ms; it may or may not be applied",
+                t.as_millis()
+            ),
+            WriteFailure::Stopping => "TRYAGAIN the node is shutting down".into(),
+            WriteFailure::StoppedInFlight => {
+                "ERR the node stopped; the write may or may not be applied".into()
+            }
+            WriteFailure::Failed(e) => format!("ERR the node failed: {e}"),
+        };
+        Reply::Error(msg)
+    }
+
+    /// Waits until this node may serve a read in `mode` from its local state: linearizable and
+    /// lease reads go through the driver's read barrier (a confirmed read offset, applied
+    /// locally) on any replica; sequential reads serve the local applied state at once.
+    pub async fn read_barrier(&self, mode: ReadMode) -> Result<(), Reply> {
+        let core_mode = match mode {
+            ReadMode::Sequential => return Ok(()),
+            ReadMode::Linearizable => raft_core::driver::ReadMode::Linearizable,
+            ReadMode::Lease => raft_core::driver::ReadMode::Lease,
+        };
+        match self.node.read(core_mode).await {
+            Ok(_permit) => Ok(()),
+            Err(raft_core::driver::ReadError::LeaseDisabled) => Err(Reply::Error(
+                "ERR lease reads are not enabled on this node (use READMODE linearizable)".into(),
+            )),
+            Err(raft_core::driver::ReadError::NoLeader) => Err(Reply::Error(
+                "TRYAGAIN no leader is known (election in progress)".into(),
+            )),
+            Err(raft_core::driver::ReadError::ShuttingDown) => {
+                Err(Reply::Error("TRYAGAIN the node is shutting down".into()))
+            }
+            Err(e) => Err(Reply::Error(format!("TRYAGAIN {e}"))),
+        }
+    }
+
+    fn read(&self, op: ReadOp) -> Reply {
+        let now = now_ms();
+        match op {
+            ReadOp::Get(k) => self.kv.get(&k, now).map_or(Reply::Nil, Reply::Bulk),
+            ReadOp::MGet(keys) => Reply::Array(
+                self.kv
+                    .mget(&keys, now)
+                    .into_iter()
+                    .map(|v| v.map_or(Reply::Nil, Reply::Bulk))
+                    .collect(),
+            ),
+            ReadOp::Exists(keys) => Reply::Int(self.kv.exists(&keys, now)),
+            ReadOp::StrLen(k) => Reply::Int(self.kv.get(&k, now).map_or(0, |v| v.len() as i64)),
+            ReadOp::DbSize => Reply::Int(self.kv.dbsize(now)),
+            ReadOp::Ttl(k, ms) => {
+                let t = self.kv.pttl(&k, now);
+                Reply::Int(if ms || t < 0 { t } else { (t + 999) / 1000 })
+            }
+        }
+    }
+
+    async fn admin(&self, conn: &Conn, op: AdminOp) -> Reply {
+        let Some(st) = self.node.status().await else {
+            return Reply::Error("TRYAGAIN the node is shutting down".into());
+        };
+        match op {
+            AdminOp::Info(sections) => Reply::bulk(self.info(conn, &st, &sections)),
+            AdminOp::RaftStatus => Reply::bulk(self.raft_status(&st)),
+            AdminOp::RaftDescribe => Reply::bulk(self.raft_describe(&st)),
+        }
+    }
+
+    fn info(&self, conn: &Conn, st: &Status, sections: &[String]) -> String {
+        let all = sections.is_empty()
+            || sections
+                .iter()
+                .any(|s| matches!(s.as_str(), "all" | "everything" | "default"));
+        let want = |name: &str| all || sections.iter().any(|s| s == name);
+        let mut s = String::new();
+        if want("server") {
+            s += &format!(
+                "# Server\r\nredis_version:7.0.0\r\nraft_node_version:{}\r\nredis_mode:standalone\r\n\
+                 process_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\ncluster_id:{}\r\n\
+                 replica_id:{}\r\nstorage:{}\r\n\r\n",
+                env!("CARGO_PKG_VERSION"),
+                std::process::id(),
+                self.client_addr.port(),
+                self.started.elapsed().as_secs(),
+                self.cfg.cluster_id,
+                self.cfg.id.0,
+                self.cfg.storage.name(),
+            );
+        }
+        if want("clients") {
+            s += &format!(
+                "# Clients\r\nconnected_clients:{}\r\nclient_id:{}\r\nread_mode:{}\r\n\r\n",
+                self.cfg.client.connections_max - self.connections.available_permits(),
+                conn.id,
+                conn.read_mode.name()
+            );
+        }
+        if want("replication") {
+            s += &self.replication_section(conn, st);
+        }
+        if want("keyspace") {
+            s += &format!("# Keyspace\r\ndb0:keys={}\r\n", self.kv.dbsize(now_ms()));
+        }
+        s
+    }
+
+    fn replication_section(&self, conn: &Conn, st: &Status) -> String {
+        let applied = self.kv.applied();
+        let leader = st.leader.map_or(String::new(), |l| l.0.to_string());
+        let leader_addr = st
+            .leader
+            .and_then(|l| self.cfg.client_addr_of(l))
+            .unwrap_or_default();
+        format!(
+            "# Replication\r\nrole:{}\r\nreplica_id:{}\r\nepoch:{}\r\nleader:{leader}\r\n\
+             leader_addr:{leader_addr}\r\nhigh_watermark:{}\r\napplied_offset:{}\r\n\
+             log_end_offset:{}\r\ndurable_end_offset:{}\r\nlag:{}\r\nvoters:{}\r\n\
+             observers:{}\r\nread_mode:{}\r\n\r\n",
+            st.role,
+            st.id.0,
+            st.epoch.0,
+            st.high_watermark.0,
+            applied.0,
+            st.log_end.offset.0,
+            st.durable_end.0,
+            st.high_watermark.0.saturating_sub(applied.0),
+            ids(self.cfg.voters.keys()),
+            ids(self.cfg.observers.keys()),
+            conn.read_mode.name(),
+        )
+    }
+
+    fn raft_status(&self, st: &Status) -> String {
+        let applied = self.kv.applied();
+        format!(
+            "replica_id:{}\r\ncluster_id:{}\r\nrole:{}\r\nepoch:{}\r\nleader:{}\r\n\
+             high_watermark:{}\r\napplied_offset:{}\r\nlog_end_offset:{}\r\nlog_end_epoch:{}\r\n\
+             durable_end_offset:{}\r\n",
+            st.id.0,
+            self.cfg.cluster_id,
+            st.role,
+            st.epoch.0,
+            st.leader.map_or("none".into(), |l| self.leader_text(l)),
+            st.high_watermark.0,
+            applied.0,
+            st.log_end.offset.0,
+            st.log_end.epoch.0,
+            st.durable_end.0,
+        )
+    }
+
+    fn raft_describe(&self, st: &Status) -> String {
+        let mut s = format!(
+            "epoch:{}\r\nleader:{}\r\nhigh_watermark:{}\r\n",
+            st.epoch.0,
+            st.leader.map_or("none".into(), |l| l.0.to_string()),
+            st.high_watermark.0
+        );
+        if st.role != Role::Leader {
+            s += "voters: (progress is known to the leader only)\r\n";
+            for id in self.cfg.voters.keys() {
+                s += &format!("voter:{}\r\n", id.0);
+            }
+            return s;
+        }
+        for p in &st.voters {
+            let end = p.end_offset.map_or("-".into(), |o| o.0.to_string());
+            let lag = p.end_offset.map_or("-".into(), |o| {
+                st.log_end.offset.0.saturating_sub(o.0).to_string()
+            });
+            let since = p
+                .since_last_fetch
+                .map_or("-".into(), |d| d.as_millis().to_string());
+            s += &format!(
+                "voter:{} end_offset={end} lag={lag} last_fetch_ms_ago={since}\r\n",
+                p.replica.0
+            );
+        }
+        for id in self.cfg.observers.keys() {
+            s += &format!("observer:{}\r\n", id.0);
+        }
+        s
+    }
+}
+
+fn ids<'a>(it: impl Iterator<Item = &'a ReplicaId>) -> String {
+    it.map(|i| i.0.to_string()).collect::<Vec<_>>().join(",")
+}
+
+/// Polls every future in order until all are done: each is first polled before the next, so
+/// proposals reach the driver in request order.
+async fn join_in_order<F: Future>(futs: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut futs: Vec<Pin<Box<F>>> = futs.into_iter().map(Box::pin).collect();
+    let mut outs: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, o) in futs.iter_mut().zip(outs.iter_mut()) {
+            if o.is_none() {
+                match f.as_mut().poll(cx) {
+                    Poll::Ready(v) => *o = Some(v),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    outs.into_iter().flatten().collect()
+}

@@ -1,0 +1,525 @@
+//! The test harness: clusters of real `raft-node` processes in a temp directory, a tiny RESP
+//! client, and polling with deadlines.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_raft-node");
+
+/// How long anything in these tests may take to become true.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Polls `f` until it is true; panics naming `what` after the deadline.
+pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + DEADLINE;
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// A RESP2 reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Value {
+    Simple(String),
+    Error(String),
+    Int(i64),
+    Bulk(Vec<u8>),
+    Nil,
+    Array(Vec<Value>),
+}
+
+impl Value {
+    pub fn ok() -> Value {
+        Value::Simple("OK".into())
+    }
+
+    pub fn bulk(s: &str) -> Value {
+        Value::Bulk(s.as_bytes().to_vec())
+    }
+
+    pub fn is_error(&self, prefix: &str) -> bool {
+        matches!(self, Value::Error(e) if e.starts_with(prefix))
+    }
+
+    /// The text of a bulk or status reply ("" otherwise).
+    pub fn text(&self) -> String {
+        match self {
+            Value::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+            Value::Simple(s) | Value::Error(s) => s.clone(),
+            _ => String::new(),
+        }
+    }
+}
+
+/// A blocking RESP2 client.
+pub struct Client {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Client {
+    pub fn connect(port: u16) -> std::io::Result<Client> {
+        let stream = TcpStream::connect_timeout(
+            &format!("127.0.0.1:{port}").parse().unwrap(),
+            Duration::from_secs(2),
+        )?;
+        stream.set_read_timeout(Some(Duration::from_secs(15)))?;
+        stream.set_nodelay(true)?;
+        Ok(Client {
+            reader: BufReader::new(stream.try_clone()?),
+            writer: stream,
+        })
+    }
+
+    fn encode(out: &mut Vec<u8>, args: &[&str]) {
+        out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for a in args {
+            out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+    }
+
+    pub fn try_cmd(&mut self, args: &[&str]) -> std::io::Result<Value> {
+        let mut out = Vec::new();
+        Self::encode(&mut out, args);
+        self.writer.write_all(&out)?;
+        self.read_value()
+    }
+
+    pub fn cmd(&mut self, args: &[&str]) -> Value {
+        self.try_cmd(args).expect("the node answers")
+    }
+
+    /// Sends every command in one write, then reads every reply.
+    pub fn pipeline(&mut self, cmds: &[Vec<String>]) -> Vec<Value> {
+        let mut out = Vec::new();
+        for c in cmds {
+            let args: Vec<&str> = c.iter().map(String::as_str).collect();
+            Self::encode(&mut out, &args);
+        }
+        self.writer.write_all(&out).unwrap();
+        cmds.iter().map(|_| self.read_value().unwrap()).collect()
+    }
+
+    fn read_line(&mut self) -> std::io::Result<String> {
+        let mut line = String::new();
+        self.reader.read_line(&mut line)?;
+        if !line.ends_with("\r\n") {
+            return Err(std::io::Error::other(format!("bad line {line:?}")));
+        }
+        line.truncate(line.len() - 2);
+        Ok(line)
+    }
+
+    fn read_value(&mut self) -> std::io::Result<Value> {
+        let line = self.read_line()?;
+        let (kind, rest) = line.split_at(1);
+        let num = || rest.parse::<i64>().map_err(std::io::Error::other);
+        Ok(match kind {
+            "+" => Value::Simple(rest.into()),
+            "-" => Value::Error(rest.into()),
+            ":" => Value::Int(num()?),
+            "$" if num()? < 0 => Value::Nil,
+            "$" => {
+                let mut b = vec![0; num()? as usize + 2];
+                self.reader.read_exact(&mut b)?;
+                b.truncate(b.len() - 2);
+                Value::Bulk(b)
+            }
+            "*" => {
+                let n = num()?;
+                let mut items = Vec::new();
+                for _ in 0..n.max(0) {
+                    items.push(self.read_value()?);
+                }
+                Value::Array(items)
+            }
+            _ => return Err(std::io::Error::other(format!("bad reply {line:?}"))),
+        })
+    }
+}
+
+/// Sends raw bytes on a fresh connection and returns everything the server sends until it
+/// closes the connection.
+pub fn raw_exchange(port: u16, bytes: &[u8]) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+struct NodeProc {
+    id: u32,
+    client_port: u16,
+    peer_port: u16,
+    child: Option<Child>,
+}
+
+/// A cluster of `raft-node run` processes sharing a temp directory.
+pub struct Cluster {
+    dir: tempfile::TempDir,
+    nodes: Vec<NodeProc>,
+    extra: String,
+    password: Option<String>,
+}
+
+fn free_ports(n: usize) -> Vec<(u16, u16)> {
+    // Hold every socket until all are chosen so that no two nodes get the same port.
+    let tcp: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let udp: Vec<UdpSocket> = (0..n)
+        .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+        .collect();
+    tcp.iter()
+        .zip(&udp)
+        .map(|(t, u)| {
+            (
+                t.local_addr().unwrap().port(),
+                u.local_addr().unwrap().port(),
+            )
+        })
+        .collect()
+}
+
+impl Cluster {
+    /// Writes certificates and configs for `n` voters; `extra` goes into every config (its
+    /// top-level keys first, its tables last).
+    pub fn prepare(n: u32, extra: &str) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let status = Command::new(BIN)
+            .args(["certs", "--out"])
+            .arg(dir.path().join("certs"))
+            .args(["--replicas", "1,2,3"])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "raft-node certs failed");
+        let nodes = free_ports(n as usize)
+            .into_iter()
+            .zip(1..)
+            .map(|((client_port, peer_port), id)| NodeProc {
+                id,
+                client_port,
+                peer_port,
+                child: None,
+            })
+            .collect();
+        let password = extra
+            .split("requirepass = \"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .map(str::to_string);
+        let cluster = Cluster {
+            dir,
+            nodes,
+            extra: extra.to_string(),
+            password,
+        };
+        for n in &cluster.nodes {
+            std::fs::write(cluster.config_path(n.id), cluster.config_text(n.id)).unwrap();
+        }
+        cluster
+    }
+
+    /// Prepares and starts `n` voters and waits until each answers PING.
+    pub fn start(n: u32, extra: &str) -> Cluster {
+        let mut c = Cluster::prepare(n, extra);
+        c.restart_all();
+        c
+    }
+
+    fn config_path(&self, id: u32) -> PathBuf {
+        self.dir.path().join(format!("node{id}.toml"))
+    }
+
+    fn log_path(&self, id: u32) -> PathBuf {
+        self.dir.path().join(format!("node{id}.log"))
+    }
+
+    /// The config file of node `id`.
+    pub fn config_text(&self, id: u32) -> String {
+        let mut s = format!(
+            "cluster_id = \"it\"\nreplica_id = {id}\ndata_dir = \"data{id}\"\n\n[tls]\n\
+             ca_cert = \"certs/ca.pem\"\ncert = \"certs/node-{id}.pem\"\nkey = \"certs/node-{id}.key\"\n\n\
+             [timers]\nelection_timeout_ms = 300\nfetch_timeout_ms = 1000\nfetch_max_wait_ms = 250\n\
+             request_timeout_ms = 1000\nwrite_timeout_ms = 5000\nshutdown_timeout_ms = 1000\n"
+        );
+        for n in &self.nodes {
+            s += &format!(
+                "\n[[voters]]\nid = {}\npeer = \"127.0.0.1:{}\"\nclient = \"127.0.0.1:{}\"\n",
+                n.id, n.peer_port, n.client_port
+            );
+        }
+        // Lines of `extra` before its first table header are top-level keys.
+        let (top, tables) = match self
+            .extra
+            .find("\n[")
+            .or(self.extra.starts_with('[').then_some(0))
+        {
+            Some(i) => self.extra.split_at(i),
+            None => (self.extra.as_str(), ""),
+        };
+        format!("{top}\n{s}\n{tables}")
+    }
+
+    fn spawn(&self, config: &Path, log: &Path) -> Child {
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap();
+        Command::new(BIN)
+            .args(["run", "--config"])
+            .arg(config)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    }
+
+    /// Starts every node that is not running and waits until each answers PING.
+    pub fn restart_all(&mut self) {
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].child.is_none() {
+                let id = self.nodes[i].id;
+                let child = self.spawn(&self.config_path(id), &self.log_path(id));
+                self.nodes[i].child = Some(child);
+            }
+        }
+        for n in &self.nodes {
+            let port = n.client_port;
+            wait_until(&format!("node {} to answer PING", n.id), || {
+                Client::connect(port)
+                    .and_then(|mut c| c.try_cmd(&["PING"]))
+                    .is_ok_and(|v| v == Value::Simple("PONG".into()))
+            });
+        }
+    }
+
+    /// SIGKILLs every node.
+    pub fn kill_all(&mut self) {
+        for n in &mut self.nodes {
+            if let Some(mut c) = n.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+
+    /// Runs node `id` with config `text` until it exits (or the deadline passes, then it is
+    /// killed and counted as started): `(exited successfully or kept running, stderr+stdout)`.
+    pub fn run_to_exit_with(&self, id: u32, text: &str) -> (bool, String) {
+        let config = self.dir.path().join(format!("alt{id}.toml"));
+        std::fs::write(&config, text).unwrap();
+        let log = self.dir.path().join(format!("alt{id}.log"));
+        let _ = std::fs::remove_file(&log);
+        let mut child = self.spawn(&config, &log);
+        let deadline = Instant::now() + DEADLINE;
+        let ok = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status.success();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        (ok, std::fs::read_to_string(&log).unwrap_or_default())
+    }
+
+    pub fn ids(&self) -> Vec<u32> {
+        self.nodes.iter().map(|n| n.id).collect()
+    }
+
+    pub fn port(&self, id: u32) -> u16 {
+        self.nodes.iter().find(|n| n.id == id).unwrap().client_port
+    }
+
+    /// A client of node `id`, authenticated if the cluster has a password.
+    pub fn client(&self, id: u32) -> Client {
+        let mut c = self.client_unauthenticated(id);
+        if let Some(p) = &self.password {
+            assert_eq!(c.cmd(&["AUTH", p]), Value::ok());
+        }
+        c
+    }
+
+    pub fn client_unauthenticated(&self, id: u32) -> Client {
+        Client::connect(self.port(id)).unwrap()
+    }
+
+    /// Waits until some node reports itself leader and returns its id.
+    pub fn wait_for_leader(&self) -> u32 {
+        let mut leader = None;
+        wait_until("a leader", || {
+            leader = self.ids().into_iter().find(|id| {
+                let status = Client::connect(self.port(*id)).and_then(|mut c| {
+                    if let Some(p) = &self.password {
+                        c.try_cmd(&["AUTH", p])?;
+                    }
+                    c.try_cmd(&["RAFT", "STATUS"])
+                });
+                status.is_ok_and(|s| s.text().contains("role:leader"))
+            });
+            leader.is_some()
+        });
+        leader.unwrap()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.kill_all();
+        if std::thread::panicking() {
+            for n in &self.nodes {
+                let mut log = String::new();
+                if let Ok(mut f) = File::open(self.log_path(n.id)) {
+                    let _ = f.read_to_string(&mut log);
+                }
+                eprintln!("---- node {} log ----\n{log}", n.id);
+            }
+        }
+    }
+}
+
+impl Cluster {
+    /// SIGKILLs node `id`.
+    pub fn kill(&mut self, id: u32) {
+        if let Some(n) = self.nodes.iter_mut().find(|n| n.id == id) {
+            if let Some(mut c) = n.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+/// A base port for `raft-node dev` whose six ports (`base+1..=3` TCP, `base+101..=103` UDP)
+/// are free right now.
+pub fn free_base_port() -> u16 {
+    let seed = std::process::id() as u64 * 7919
+        + std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos() as u64;
+    for i in 0..500u64 {
+        let base = 20_000 + ((seed + i * 613) % 40_000) as u16;
+        let tcp: Vec<_> = (1..=3)
+            .map(|k| TcpListener::bind(("127.0.0.1", base + k)))
+            .collect();
+        let udp: Vec<_> = (1..=3)
+            .map(|k| UdpSocket::bind(("127.0.0.1", base + 100 + k)))
+            .collect();
+        if tcp.iter().all(Result::is_ok) && udp.iter().all(Result::is_ok) {
+            return base;
+        }
+    }
+    panic!("no free base port found");
+}
+
+/// A `raft-node dev` process.
+pub struct Dev {
+    child: Option<Child>,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+    pub leader_port: u16,
+}
+
+impl Dev {
+    /// Starts `raft-node dev` and waits until it has printed its whole banner.
+    pub fn start(dir: &Path, base: u16) -> Dev {
+        let mut child = Command::new(BIN)
+            .args(["dev", "--dir"])
+            .arg(dir)
+            .args(["--base-port", &base.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut dev = Dev {
+            child: Some(child),
+            lines,
+            seen: Vec::new(),
+            leader_port: 0,
+        };
+        let deadline = Instant::now() + DEADLINE;
+        // The banner ends with the Ctrl-C line, after the leader and the redis-cli example.
+        while !dev.seen.last().is_some_and(|l| l.starts_with("Ctrl-C")) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = dev
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no leader line from dev:\n{}", dev.output()));
+            if let Some(rest) = line.strip_prefix("leader: node ") {
+                dev.leader_port = rest.rsplit(':').next().unwrap().parse().unwrap();
+            }
+            dev.seen.push(line);
+        }
+        dev
+    }
+
+    /// Everything printed so far.
+    pub fn output(&mut self) -> String {
+        while let Ok(line) = self.lines.try_recv() {
+            self.seen.push(line);
+        }
+        self.seen.join("\n")
+    }
+
+    /// Sends SIGTERM and waits for the exit: true if it exited with status 0.
+    pub fn terminate(&mut self) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return false;
+        };
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.success();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! End-to-end tests: the real `raft-node` binary, started several times on loopback with temp
+//! directories and free ports, spoken to over RESP with a tiny client. Readiness is always
+//! waited for by polling with a deadline.
+
+mod harness;
+
+use harness::{Cluster, Value};
+
+/// Goal: the key-value commands work through the leader and a follower redirects writes.
+/// Method: three nodes; run every command on the leader and compare the replies; write on a
+/// follower and expect a retriable error naming the leader's client address.
+#[test]
+fn kv_commands_on_the_leader_and_redirect_from_a_follower() {
+    let cluster = Cluster::start(3, "");
+    let leader = cluster.wait_for_leader();
+    let mut c = cluster.client(leader);
+    assert_eq!(c.cmd(&["SET", "k", "v"]), Value::ok());
+    assert_eq!(c.cmd(&["GET", "k"]), Value::bulk("v"));
+    assert_eq!(c.cmd(&["SET", "k", "w", "NX"]), Value::Nil);
+    assert_eq!(c.cmd(&["SET", "k", "w", "XX", "GET"]), Value::bulk("v"));
+    assert_eq!(c.cmd(&["INCR", "n"]), Value::Int(1));
+    assert_eq!(c.cmd(&["INCRBY", "n", "41"]), Value::Int(42));
+    assert_eq!(c.cmd(&["DECR", "n"]), Value::Int(41));
+    assert!(c
+        .cmd(&["INCR", "k"])
+        .is_error("ERR value is not an integer"));
+    assert_eq!(c.cmd(&["CAS", "n", "41", "100"]), Value::Int(1));
+    assert_eq!(c.cmd(&["CAS", "n", "41", "200"]), Value::Int(0));
+    assert_eq!(c.cmd(&["GET", "n"]), Value::bulk("100"));
+    assert_eq!(c.cmd(&["MSET", "a", "1", "b", "2"]), Value::ok());
+    assert_eq!(
+        c.cmd(&["MGET", "a", "b", "nope"]),
+        Value::Array(vec![Value::bulk("1"), Value::bulk("2"), Value::Nil])
+    );
+    assert_eq!(c.cmd(&["APPEND", "a", "23"]), Value::Int(3));
+    assert_eq!(c.cmd(&["STRLEN", "a"]), Value::Int(3));
+    assert_eq!(c.cmd(&["EXISTS", "a", "b", "nope"]), Value::Int(2));
+    assert_eq!(c.cmd(&["DEL", "a", "nope"]), Value::Int(1));
+    assert_eq!(c.cmd(&["DBSIZE"]), Value::Int(3));
+    assert_eq!(c.cmd(&["SET", "t", "x", "PX", "100000"]), Value::ok());
+    assert!(matches!(c.cmd(&["PTTL", "t"]), Value::Int(ms) if ms > 90_000));
+    assert!(c
+        .cmd(&["SET", "t", "x", "EX", "0"])
+        .is_error("ERR invalid expire time"));
+    assert!(c.cmd(&["GET"]).is_error("ERR wrong number of arguments"));
+    let info = c.cmd(&["INFO", "replication"]).text();
+    assert!(info.contains("role:leader"), "{info}");
+    assert!(info.contains("read_mode:linearizable"), "{info}");
+    assert_eq!(c.cmd(&["READMODE", "sequential"]), Value::ok());
+    assert!(c.cmd(&["INFO"]).text().contains("read_mode:sequential"));
+
+    let follower = cluster.ids().into_iter().find(|i| *i != leader).unwrap();
+    let mut f = cluster.client(follower);
+    let reply = f.cmd(&["SET", "k", "from-follower"]);
+    let expect = format!(
+        "TRYAGAIN not leader; leader is r{leader} at 127.0.0.1:{}",
+        cluster.port(leader)
+    );
+    assert!(reply.is_error(&expect), "{reply:?}");
+    // A follower serves sequential reads from its own state once it has caught up.
+    assert_eq!(f.cmd(&["READMODE", "sequential"]), Value::ok());
+    harness::wait_until("the follower applies the writes", || {
+        f.cmd(&["GET", "n"]) == Value::bulk("100")
+    });
+}
+
+/// Goal: acknowledged writes survive a crash of every node. Method: on fjall (the other tests
+/// use the default engine), write, SIGKILL all three, start them again on the same
+/// directories, read everything back and keep counting.
+#[test]
+fn data_survives_a_full_restart() {
+    let mut cluster = Cluster::start(3, "storage = \"fjall\"\n");
+    let leader = cluster.wait_for_leader();
+    let mut c = cluster.client(leader);
+    for i in 0..20 {
+        assert_eq!(
+            c.cmd(&["SET", &format!("key{i}"), &format!("value{i}")]),
+            Value::ok()
+        );
+    }
+    assert_eq!(c.cmd(&["INCRBY", "counter", "7"]), Value::Int(7));
+    drop(c);
+    cluster.kill_all();
+    cluster.restart_all();
+    let leader = cluster.wait_for_leader();
+    let mut c = cluster.client(leader);
+    assert_eq!(c.cmd(&["INCR", "counter"]), Value::Int(8));
+    for i in 0..20 {
+        assert_eq!(
+            c.cmd(&["GET", &format!("key{i}")]),
+            Value::bulk(&format!("value{i}"))
+        );
+    }
+    assert_eq!(c.cmd(&["DBSIZE"]), Value::Int(21));
+    assert!(c.cmd(&["INFO", "server"]).text().contains("storage:fjall"));
+}
+
+/// Goal: a bad configuration fails at start and names the field. Method: start single nodes
+/// with one broken field each and read their stderr.
+#[test]
+fn bad_config_names_the_field() {
+    let cluster = Cluster::prepare(1, "");
+    let cases: &[(&str, &str, &str)] = &[
+        ("replica_id = 1", "replica_id = 7", "`replica_id`"),
+        (
+            "replica_id = 1",
+            "replica_id = 1\nreplica_idd = 2",
+            "`replica_idd`",
+        ),
+        ("replica_id = 1", "replica_id = \"one\"", "`replica_id`"),
+        ("node-1.key", "missing.key", "`tls.key`"),
+        (
+            "fetch_timeout_ms = 1000",
+            "fetch_timeout_ms = 10",
+            "`timers.fetch_timeout_ms`",
+        ),
+        (
+            "",
+            "[client]\nread_mode = \"eventual\"\n",
+            "`client.read_mode`",
+        ),
+        (
+            "",
+            "[client]\nbulk_bytes_max = 0\n",
+            "`client.bulk_bytes_max`",
+        ),
+    ];
+    for (from, to, field) in cases {
+        let base = cluster.config_text(1);
+        let text = if from.is_empty() {
+            format!("{base}\n{to}")
+        } else {
+            base.replacen(from, to, 1)
+        };
+        let (ok, stderr) = cluster.run_to_exit_with(1, &text);
+        assert!(!ok, "started with {to:?}");
+        assert!(
+            stderr.contains(field),
+            "{field} not named for {to:?}: {stderr}"
+        );
+    }
+}
+
+/// Goal: a data directory of another cluster or replica is refused. Method: run a one-node
+/// cluster so that it creates its data directory, stop it, then start with another cluster id
+/// and with another replica id on the same directory.
+#[test]
+fn data_dir_of_another_cluster_or_replica_is_refused() {
+    let mut cluster = Cluster::start(1, "");
+    cluster.wait_for_leader();
+    cluster.kill_all();
+    let text = cluster.config_text(1);
+    let other_cluster = text.replacen("cluster_id = \"it\"", "cluster_id = \"other\"", 1);
+    let (ok, stderr) = cluster.run_to_exit_with(1, &other_cluster);
+    assert!(!ok);
+    assert!(stderr.contains("belongs to cluster \"it\""), "{stderr}");
+    let other_replica = text
+        .replacen("replica_id = 1", "replica_id = 2", 1)
+        .replacen("id = 1\n", "id = 2\n", 1)
+        .replace("node-1.", "node-2.");
+    let (ok, stderr) = cluster.run_to_exit_with(1, &other_replica);
+    assert!(!ok);
+    assert!(stderr.contains("replica 1"), "{stderr}");
+}
+
+/// Goal: malformed or oversized RESP gets an error, never a crash, and pipelining works.
+/// Method: one node; send broken frames on fresh connections, then check the node still
+/// answers, and send 200 pipelined commands in one write.
+#[test]
+fn malformed_resp_gets_an_error_and_the_server_keeps_serving() {
+    let cluster = Cluster::start(1, "[client]\nbulk_bytes_max = 1024\n");
+    cluster.wait_for_leader();
+    let port = cluster.port(1);
+    for bad in [
+        &b"*abc\r\n"[..],
+        b"*2\r\n$3\r\nGET\r\n:1\r\n",
+        b"*1\r\n$2000\r\n",
+        b"*1\r\n$3\r\nGETXX\r\n",
+        b"*99999999\r\n",
+        b"*1\r\n$-3\r\n",
+    ] {
+        let reply = harness::raw_exchange(port, bad);
+        assert!(
+            reply.starts_with("-ERR protocol error"),
+            "{bad:?} -> {reply:?}"
+        );
+    }
+    let mut c = cluster.client(1);
+    assert_eq!(c.cmd(&["PING"]), Value::Simple("PONG".into()));
+    assert!(c
+        .cmd(&["NOSUCHCMD", "x"])
+        .is_error("ERR unknown command 'NOSUCHCMD'"));
+    let mut pipeline = Vec::new();
+    for i in 0..100 {
+        pipeline.push(vec!["SET".to_string(), format!("p{i}"), i.to_string()]);
+        pipeline.push(vec!["INCR".to_string(), format!("p{i}")]);
+    }
+    let replies = c.pipeline(&pipeline);
+    for (i, pair) in replies.chunks(2).enumerate() {
+        assert_eq!(pair[0], Value::ok());
+        assert_eq!(pair[1], Value::Int(i as i64 + 1));
+    }
+    assert_eq!(c.cmd(&["GET", "p99"]), Value::bulk("100"));
+}
+
+/// Goal: with a password, nothing but AUTH, PING and HELLO is served before AUTH. Method: one
+/// node with `requirepass`; try commands before and after authenticating.
+#[test]
+fn auth_gates_everything_but_auth_ping_and_hello() {
+    let cluster = Cluster::start(1, "[client]\nrequirepass = \"sesame\"\n");
+    cluster.wait_for_leader();
+    let mut c = cluster.client_unauthenticated(1);
+    assert_eq!(c.cmd(&["PING"]), Value::Simple("PONG".into()));
+    assert!(c.cmd(&["GET", "k"]).is_error("NOAUTH"));
+    assert!(c.cmd(&["SET", "k", "v"]).is_error("NOAUTH"));
+    assert!(c.cmd(&["RAFT", "STATUS"]).is_error("NOAUTH"));
+    assert!(c.cmd(&["INFO"]).is_error("NOAUTH"));
+    assert!(c.cmd(&["AUTH", "wrong"]).is_error("WRONGPASS"));
+    assert!(c.cmd(&["HELLO", "2"]).is_error("NOAUTH"));
+    assert!(matches!(
+        c.cmd(&["HELLO", "2", "AUTH", "default", "sesame"]),
+        Value::Array(_)
+    ));
+    assert_eq!(c.cmd(&["SET", "k", "v"]), Value::ok());
+    let mut d = cluster.client_unauthenticated(1);
+    assert_eq!(d.cmd(&["AUTH", "sesame"]), Value::ok());
+    assert_eq!(d.cmd(&["GET", "k"]), Value::bulk("v"));
+    assert!(d.cmd(&["RAFT", "STATUS"]).text().contains("role:leader"));
+}
+
+/// Goal: without a quorum a write fails with a retriable error after the write deadline, not a
+/// hang. Method: three nodes; kill both followers; a write on the old leader must come back as
+/// an error well within the test deadline (the configured write timeout is 5 s).
+#[test]
+fn write_without_a_quorum_fails_after_the_deadline() {
+    let mut cluster = Cluster::start(3, "");
+    let leader = cluster.wait_for_leader();
+    let mut c = cluster.client(leader);
+    assert_eq!(c.cmd(&["SET", "k", "v"]), Value::ok());
+    for id in cluster.ids() {
+        if id != leader {
+            cluster.kill(id);
+        }
+    }
+    let started = std::time::Instant::now();
+    let reply = c.cmd(&["SET", "k", "w"]);
+    assert!(
+        reply.is_error("TRYAGAIN") || reply.is_error("TIMEOUT"),
+        "{reply:?}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(12),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// Goal: `raft-node dev` brings up a working cluster, stops cleanly on SIGTERM and keeps its
+/// data across a restart. Method: run it on free ports in a temp directory, read the leader's
+/// port from its output, write, stop, start again, read.
+#[test]
+fn dev_cluster_serves_stops_cleanly_and_keeps_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = harness::free_base_port();
+    let mut dev = harness::Dev::start(dir.path(), base);
+    assert!(dev
+        .output()
+        .contains(&format!("redis-cli -p {}", dev.leader_port)));
+    let mut c = harness::Client::connect(dev.leader_port).unwrap();
+    assert_eq!(c.cmd(&["SET", "greeting", "hello"]), Value::ok());
+    drop(c);
+    assert!(
+        dev.terminate(),
+        "dev did not exit cleanly:\n{}",
+        dev.output()
+    );
+    let dev = harness::Dev::start(dir.path(), base);
+    let mut c = harness::Client::connect(dev.leader_port).unwrap();
+    assert_eq!(c.cmd(&["GET", "greeting"]), Value::bulk("hello"));
+}
