@@ -144,6 +144,7 @@ struct Host {
     /// The simulated key-value state machine and how far it has applied.
     kv: BTreeMap<u64, u64>,
     kv_applied: Offset,
+    read_index_sent: u64,
 }
 
 /// A simulated cluster. See the module documentation.
@@ -167,6 +168,8 @@ pub struct Cluster {
     reference_applied: usize,
     /// Reads in progress: host, incarnation, key, invocation time.
     reads: BTreeMap<u64, (usize, u32, u64, Duration)>,
+    /// Outcomes of reads a scenario started by hand: read offset and value, or the failure.
+    scripted: BTreeMap<u64, Option<Result<(Offset, u64), ReadFailure>>>,
     next_read: u64,
     /// Completed client operations, for the linearizability checker.
     history: Vec<LinOp>,
@@ -238,6 +241,7 @@ impl Cluster {
                 out: Outputs::default(),
                 kv: BTreeMap::new(),
                 kv_applied: Offset::ZERO,
+                read_index_sent: 0,
             });
         }
         let majority = voters.len() / 2 + 1;
@@ -258,6 +262,7 @@ impl Cluster {
             reference: BTreeMap::new(),
             reference_applied: 0,
             reads: BTreeMap::new(),
+            scripted: BTreeMap::new(),
             next_read: 1,
             history: Vec::new(),
             sequential: BTreeMap::new(),
@@ -879,6 +884,9 @@ impl Cluster {
         self.checker.on_send(self.now, from, durable, &msg);
         match msg {
             Outgoing::Request { to, id, request } => {
+                if matches!(request, Request::ReadIndex(_)) {
+                    self.hosts[i].read_index_sent += 1;
+                }
                 self.hosts[i].outstanding.insert(id, to);
                 let timeout = self.hosts[i].cfg.request_timeout;
                 self.schedule(
@@ -1191,6 +1199,9 @@ impl Cluster {
             self.checker.report(self.now, msg);
         }
         let value = h.kv.get(&key).copied().unwrap_or(0);
+        if let Some(slot) = self.scripted.get_mut(&read.0) {
+            *slot = Some(Ok((offset, value)));
+        }
         let (call, ret) = (call.as_nanos() as u64, self.now.as_nanos() as u64);
         self.history.push(LinOp {
             key,
@@ -1200,8 +1211,54 @@ impl Cluster {
         });
     }
 
-    fn read_failed(&mut self, _i: usize, read: ReadId, _error: ReadFailure) {
+    fn read_failed(&mut self, _i: usize, read: ReadId, error: ReadFailure) {
         self.reads.remove(&read.0);
+        if let Some(slot) = self.scripted.get_mut(&read.0) {
+            *slot = Some(Err(error));
+        }
+    }
+
+    /// Writes `value` (non-zero) to `key` through replica `id` (which must lead).
+    pub fn write_kv(
+        &mut self,
+        id: u32,
+        key: u64,
+        value: u64,
+    ) -> Result<OffsetAndEpoch, ProposeError> {
+        let i = self.index(ReplicaId(id));
+        self.propose_on(i, KvCommand::Write { key, value }.encode())
+    }
+
+    /// Starts a read of `key` on replica `id` in `mode`; its outcome appears in
+    /// [`Cluster::read_outcome`]. Returns the read's handle.
+    pub fn start_read(&mut self, id: u32, key: u64, mode: ReadMode) -> u64 {
+        let i = self.index(ReplicaId(id));
+        let handle = self.next_read;
+        self.next_read += 1;
+        self.reads
+            .insert(handle, (i, self.hosts[i].incarnation, key, self.now));
+        self.scripted.insert(handle, None);
+        let deadline = self.local_time(i).plus(self.hosts[i].cfg.read_timeout);
+        self.step_host(
+            i,
+            Input::Read {
+                id: ReadId(handle),
+                mode,
+                deadline,
+            },
+        );
+        handle
+    }
+
+    /// The outcome of a read started with [`Cluster::start_read`]: none while pending, else the
+    /// read offset and the value read (0 for absent), or why it failed.
+    pub fn read_outcome(&self, handle: u64) -> Option<Result<(Offset, u64), ReadFailure>> {
+        self.scripted.get(&handle).copied().flatten()
+    }
+
+    /// ReadIndex requests this replica has sent.
+    pub fn read_index_requests(&self, id: u32) -> u64 {
+        self.hosts[self.index(ReplicaId(id))].read_index_sent
     }
 
     fn apply_kv(&mut self, i: usize, hwm: Offset) {

@@ -13,6 +13,7 @@ mod driver;
 mod election;
 mod observers;
 mod prevote;
+mod reads;
 mod replication;
 mod resign;
 mod sim_seeds;

@@ -1,0 +1,176 @@
+//! Reads on any replica (decisions D6): linearizable reads through ReadIndex and read barriers,
+//! on followers and observers, and what happens when the reader or the leader is cut off.
+
+use raft_core::protocol::{ReadFailure, ReadMode};
+use raft_core::sim::{Cluster, ClusterOptions};
+
+use crate::{ms, settle};
+
+/// Writes `value` to `key` on the leader and runs until it is committed everywhere.
+fn write_committed(c: &mut Cluster, leader: u32, key: u64, value: u64) {
+    let id = c
+        .write_kv(leader, key, value)
+        .expect("the leader accepts writes");
+    let committed = c.run_until_cond(ms(500), |c| c.committed().len() as u64 > id.offset.0);
+    assert!(committed, "write {id} did not commit");
+}
+
+fn follower_of(c: &Cluster, leader: u32, voters: u32) -> u32 {
+    (1..=voters)
+        .find(|v| *v != leader)
+        .expect("a cluster of several voters")
+}
+
+#[test]
+fn follower_read_returns_the_latest_write_acknowledged_before_it_began() {
+    // Goal: a linearizable read on a follower sees every write acknowledged before it began.
+    // Method: commit a write through the leader, then read the key on a follower at once,
+    // before the follower's own high watermark could be relied on.
+    let mut c = Cluster::new(ClusterOptions {
+        seed: 11,
+        ..ClusterOptions::default()
+    });
+    let leader = settle(&mut c);
+    write_committed(&mut c, leader, 1, 41);
+    write_committed(&mut c, leader, 1, 42);
+    let f = follower_of(&c, leader, 3);
+    let read = c.start_read(f, 1, ReadMode::Linearizable);
+    assert!(c.run_until_cond(ms(200), |c| c.read_outcome(read).is_some()));
+    let (offset, value) = c.read_outcome(read).unwrap().expect("the read succeeds");
+    assert_eq!(value, 42, "the follower read returned a stale value");
+    assert!(offset.0 as usize >= c.committed().len() - 1);
+    assert!(c.violations().is_empty(), "{:?}", c.violations());
+}
+
+#[test]
+fn follower_cut_off_from_the_leader_fails_its_read_at_the_deadline() {
+    // Goal: a follower that cannot reach the leader never completes a linearizable read; the
+    // read fails with a retriable error at its deadline, never falling back to stale data.
+    let mut c = Cluster::new(ClusterOptions {
+        seed: 12,
+        ..ClusterOptions::default()
+    });
+    let leader = settle(&mut c);
+    let f = follower_of(&c, leader, 3);
+    c.cut(leader, f);
+    let read = c.start_read(f, 1, ReadMode::Linearizable);
+    c.run_for(ms(250));
+    assert_eq!(
+        c.read_outcome(read),
+        None,
+        "no answer before the 300 ms deadline"
+    );
+    c.run_for(ms(100));
+    let outcome = c
+        .read_outcome(read)
+        .expect("the read ended at its deadline");
+    assert!(
+        matches!(outcome, Err(ReadFailure::Timeout | ReadFailure::NoLeader)),
+        "{outcome:?}"
+    );
+    assert!(c.violations().is_empty(), "{:?}", c.violations());
+}
+
+#[test]
+fn deposed_leader_in_a_minority_cannot_complete_a_linearizable_read() {
+    // Goal: a leader cut off from the majority cannot confirm a read (it cannot collect echoes
+    // of its barrier), even before check-quorum makes it resign.
+    let mut c = Cluster::new(ClusterOptions {
+        seed: 13,
+        ..ClusterOptions::default()
+    });
+    let leader = settle(&mut c);
+    write_committed(&mut c, leader, 2, 7);
+    c.isolate(leader);
+    let read = c.start_read(leader, 2, ReadMode::Linearizable);
+    // Meanwhile the majority elects a new leader and overwrites the key.
+    let others: Vec<u32> = (1..=3).filter(|v| *v != leader).collect();
+    assert!(c.run_until_cond(ms(2000), |c| c
+        .leader()
+        .is_some_and(|l| l != leader && c.replica(l).high_watermark().0 > 0)));
+    let new_leader = c.leader().unwrap();
+    assert!(others.contains(&new_leader));
+    write_committed(&mut c, new_leader, 2, 8);
+    c.run_for(ms(400));
+    let outcome = c.read_outcome(read).expect("the read ended");
+    assert!(
+        outcome.is_err(),
+        "the deposed leader served a read: {outcome:?}"
+    );
+    assert!(c.violations().is_empty(), "{:?}", c.violations());
+}
+
+#[test]
+fn concurrent_reads_on_one_follower_share_one_round() {
+    // Goal: batching: reads registered together on a follower travel in one ReadIndex request
+    // and are confirmed by one barrier round.
+    let mut c = Cluster::new(ClusterOptions {
+        seed: 14,
+        ..ClusterOptions::default()
+    });
+    let leader = settle(&mut c);
+    write_committed(&mut c, leader, 3, 5);
+    let f = follower_of(&c, leader, 3);
+    let before = c.read_index_requests(f);
+    // Fifty reads are registered before the replica takes its next step.
+    let reads: Vec<u64> = (0..50)
+        .map(|_| c.start_read(f, 3, ReadMode::Linearizable))
+        .collect();
+    assert!(c.run_until_cond(ms(300), |c| reads
+        .iter()
+        .all(|r| c.read_outcome(*r).is_some())));
+    for r in &reads {
+        assert_eq!(c.read_outcome(*r).unwrap().map(|(_, v)| v), Ok(5));
+    }
+    let sent = c.read_index_requests(f) - before;
+    assert!(
+        sent <= 2,
+        "50 concurrent reads took {sent} ReadIndex requests"
+    );
+    assert!(c.violations().is_empty(), "{:?}", c.violations());
+}
+
+#[test]
+fn observer_serves_linearizable_reads() {
+    // Goal: an observer (never a voter) serves linearizable reads through the leader.
+    let mut c = Cluster::new(ClusterOptions {
+        seed: 15,
+        observers: 1,
+        ..ClusterOptions::default()
+    });
+    let leader = settle(&mut c);
+    write_committed(&mut c, leader, 4, 99);
+    let read = c.start_read(4, 4, ReadMode::Linearizable);
+    assert!(c.run_until_cond(ms(300), |c| c.read_outcome(read).is_some()));
+    assert_eq!(c.read_outcome(read).unwrap().map(|(_, v)| v), Ok(99));
+    assert!(c.violations().is_empty(), "{:?}", c.violations());
+}
+
+#[test]
+fn pending_follower_read_is_retried_against_the_new_leader() {
+    // Goal: a follower's read that its leader could not confirm before losing leadership is
+    // retried with the next leader and succeeds within its deadline.
+    let mut c = Cluster::new(ClusterOptions {
+        seed: 16,
+        ..ClusterOptions::default()
+    });
+    let leader = settle(&mut c);
+    write_committed(&mut c, leader, 5, 1);
+    let f = follower_of(&c, leader, 3);
+    c.crash(leader);
+    let read = c.start_read(f, 5, ReadMode::Linearizable);
+    // The read waits for the election (fetch timeout 300 ms) and the new leader's first commit.
+    assert!(c.run_until_cond(ms(1500), |c| c.read_outcome(read).is_some()));
+    let outcome = c.read_outcome(read).unwrap();
+    // The deadline (300 ms) may pass before a new leader exists; both outcomes are allowed,
+    // but a success must show the committed value.
+    if let Ok((_, v)) = outcome {
+        assert_eq!(v, 1);
+    }
+    // A read started once the new leader is in place succeeds.
+    assert!(c.run_until_cond(ms(2000), |c| c.leader().is_some_and(|l| l != leader)));
+    let again = c.start_read(f, 5, ReadMode::Linearizable);
+    assert!(c.run_until_cond(ms(300), |c| c.read_outcome(again).is_some()));
+    assert_eq!(c.read_outcome(again).unwrap().map(|(_, v)| v), Ok(1));
+    assert!(c.violations().is_empty(), "{:?}", c.violations());
+}
