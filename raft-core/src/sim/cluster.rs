@@ -24,6 +24,10 @@ use crate::types::{
     ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, ReplicaId, Role,
 };
 
+/// The outcome of a scripted read: its read offset and the value read (0 for absent), or why
+/// it failed.
+pub type ReadOutcome = Result<(Offset, u64), ReadFailure>;
+
 /// A run that processes more events than this is reported as livelocked.
 const EVENTS_MAX: u64 = 20_000_000;
 
@@ -169,7 +173,7 @@ pub struct Cluster {
     /// Reads in progress: host, incarnation, key, invocation time.
     reads: BTreeMap<u64, (usize, u32, u64, Duration)>,
     /// Outcomes of reads a scenario started by hand: read offset and value, or the failure.
-    scripted: BTreeMap<u64, Option<Result<(Offset, u64), ReadFailure>>>,
+    scripted: BTreeMap<u64, Option<ReadOutcome>>,
     next_read: u64,
     /// Completed client operations, for the linearizability checker.
     history: Vec<LinOp>,
@@ -1252,7 +1256,7 @@ impl Cluster {
 
     /// The outcome of a read started with [`Cluster::start_read`]: none while pending, else the
     /// read offset and the value read (0 for absent), or why it failed.
-    pub fn read_outcome(&self, handle: u64) -> Option<Result<(Offset, u64), ReadFailure>> {
+    pub fn read_outcome(&self, handle: u64) -> Option<ReadOutcome> {
         self.scripted.get(&handle).copied().flatten()
     }
 
