@@ -15,7 +15,7 @@ fn write_committed(c: &mut Cluster, leader: u32, key: u64, value: u64) {
     assert!(committed, "write {id} did not commit");
 }
 
-fn follower_of(c: &Cluster, leader: u32, voters: u32) -> u32 {
+fn follower_of(leader: u32, voters: u32) -> u32 {
     (1..=voters)
         .find(|v| *v != leader)
         .expect("a cluster of several voters")
@@ -33,7 +33,7 @@ fn follower_read_returns_the_latest_write_acknowledged_before_it_began() {
     let leader = settle(&mut c);
     write_committed(&mut c, leader, 1, 41);
     write_committed(&mut c, leader, 1, 42);
-    let f = follower_of(&c, leader, 3);
+    let f = follower_of(leader, 3);
     let read = c.start_read(f, 1, ReadMode::Linearizable);
     assert!(c.run_until_cond(ms(200), |c| c.read_outcome(read).is_some()));
     let (offset, value) = c.read_outcome(read).unwrap().expect("the read succeeds");
@@ -51,7 +51,7 @@ fn follower_cut_off_from_the_leader_fails_its_read_at_the_deadline() {
         ..ClusterOptions::default()
     });
     let leader = settle(&mut c);
-    let f = follower_of(&c, leader, 3);
+    let f = follower_of(leader, 3);
     c.cut(leader, f);
     let read = c.start_read(f, 1, ReadMode::Linearizable);
     c.run_for(ms(250));
@@ -110,7 +110,7 @@ fn concurrent_reads_on_one_follower_share_one_round() {
     });
     let leader = settle(&mut c);
     write_committed(&mut c, leader, 3, 5);
-    let f = follower_of(&c, leader, 3);
+    let f = follower_of(leader, 3);
     let before = c.read_index_requests(f);
     // Fifty reads are registered before the replica takes its next step.
     let reads: Vec<u64> = (0..50)
@@ -156,7 +156,7 @@ fn pending_follower_read_is_retried_against_the_new_leader() {
     });
     let leader = settle(&mut c);
     write_committed(&mut c, leader, 5, 1);
-    let f = follower_of(&c, leader, 3);
+    let f = follower_of(leader, 3);
     c.crash(leader);
     let read = c.start_read(f, 5, ReadMode::Linearizable);
     // The read waits for the election (fetch timeout 300 ms) and the new leader's first commit.
