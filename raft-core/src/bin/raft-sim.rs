@@ -21,6 +21,7 @@ struct Args {
     unsafe_reads: bool,
     lease: Option<bool>,
     lease_margin_ms: Option<u64>,
+    drift_ppm: Option<u32>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -35,6 +36,7 @@ fn parse() -> Result<Args, String> {
         unsafe_reads: false,
         lease: None,
         lease_margin_ms: None,
+        drift_ppm: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -54,6 +56,7 @@ fn parse() -> Result<Args, String> {
             "--verbose" => a.verbose = true,
             "--unsafe-reads" => a.unsafe_reads = true,
             "--lease" => a.lease = Some(value("--lease")? != 0),
+            "--drift-ppm" => a.drift_ppm = Some(value("--drift-ppm")? as u32),
             "--lease-margin-ms" => a.lease_margin_ms = Some(value("--lease-margin-ms")?),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -97,8 +100,8 @@ fn main() {
                 args.verbose,
                 args.single.is_some(),
             );
-            let (unsafe_reads, lease, lease_margin) =
-                (args.unsafe_reads, args.lease, args.lease_margin_ms);
+            let (unsafe_reads, lease, lease_margin, drift_ppm) =
+                (args.unsafe_reads, args.lease, args.lease_margin_ms, args.drift_ppm);
             let next_seed = move || seeds.lock().map(|mut s| s.next()).unwrap_or(None);
             std::thread::spawn(move || {
                 while let Some(seed) = next_seed() {
@@ -107,6 +110,7 @@ fn main() {
                     opts.unsafe_reads = unsafe_reads;
                     opts.lease_reads = lease;
                     opts.lease_drift_margin = lease_margin.map(Duration::from_millis);
+                    opts.drift_ppm = drift_ppm;
                     let report = run(opts);
                     committed.fetch_add(report.committed, Ordering::Relaxed);
                     checked.fetch_add(report.operations, Ordering::Relaxed);

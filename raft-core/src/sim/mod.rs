@@ -44,6 +44,8 @@ pub struct RunOptions {
     pub lease_reads: Option<bool>,
     /// Override the lease drift margin (a negative control sets it below the drift).
     pub lease_drift_margin: Option<Duration>,
+    /// Override the seed's clock drift, in parts per million.
+    pub drift_ppm: Option<u32>,
 }
 
 impl RunOptions {
@@ -59,6 +61,7 @@ impl RunOptions {
             unsafe_reads: false,
             lease_reads: None,
             lease_drift_margin: None,
+            drift_ppm: None,
         }
     }
 
@@ -126,7 +129,10 @@ pub fn run(options: RunOptions) -> RunReport {
 }
 
 fn run_inner(options: RunOptions) -> RunReport {
-    let faults = Faults::draw(options.seed);
+    let mut faults = Faults::draw(options.seed);
+    if let Some(ppm) = options.drift_ppm {
+        faults.drift_ppm = ppm;
+    }
     let defaults = ClusterOptions::default();
     // Half the seeds also exercise lease reads, within the drift the seed drew.
     let lease = options.lease_reads.unwrap_or(options.seed % 2 == 0);
