@@ -313,6 +313,7 @@ impl Replica {
             read_barrier: ReadBarrier::default(),
             reads: Vec::new(),
             unestablished_reads: Vec::new(),
+            barrier_raised_at: std::collections::VecDeque::new(),
         }));
         tracing::info!(replica = %me, %epoch, %epoch_start, "elected leader");
         self.release(out);

@@ -348,9 +348,8 @@ struct Progress {
     end: Option<Offset>,
     last_fetch: Option<Instant>,
     barrier_acked: ReadBarrier,
-    /// When the leader sent its latest fetch response to this replica.
-    response_sent_at: Option<Instant>,
-    /// The send time of the response this replica's latest fetch acknowledged (D6 lease).
+    /// D6 lease: the raise time of the newest barrier this replica echoed. Its echo proves it
+    /// received a fetch response sent after that time, and reset its fetch timer then.
     lease_anchor: Option<Instant>,
 }
 
@@ -385,6 +384,8 @@ struct LeaderState {
     reads: Vec<LeaderRead>,
     /// Reads waiting for the leader to commit in its epoch.
     unestablished_reads: Vec<ReadSource>,
+    /// When recent barriers were raised (ascending, bounded), for lease anchors.
+    barrier_raised_at: std::collections::VecDeque<(ReadBarrier, Instant)>,
 }
 
 #[derive(Debug)]

@@ -307,9 +307,18 @@ impl Replica {
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
-        if l.reads.iter().any(|r| r.barrier.is_none()) {
+        // With leases, barriers are also raised periodically so that echoes keep renewing it.
+        let lease_refresh = self.cfg.lease_reads
+            && l.barrier_raised_at
+                .back()
+                .is_none_or(|(_, t)| now.since(*t) >= self.cfg.fetch_timeout / 4);
+        if lease_refresh || l.reads.iter().any(|r| r.barrier.is_none()) {
             l.read_barrier = ReadBarrier(l.read_barrier.0 + 1);
             let barrier = l.read_barrier;
+            l.barrier_raised_at.push_back((barrier, now));
+            if l.barrier_raised_at.len() > 64 {
+                l.barrier_raised_at.pop_front();
+            }
             for r in l.reads.iter_mut().filter(|r| r.barrier.is_none()) {
                 r.barrier = Some(barrier);
             }

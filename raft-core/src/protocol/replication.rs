@@ -79,13 +79,13 @@ impl Replica {
             || behind_hwm
             || req.read_barrier < l.read_barrier;
         if answer_now {
-            self.answer_fetch(now, from, id, req.fetch_offset, req.max_bytes, out);
+            self.answer_fetch(from, id, req.fetch_offset, req.max_bytes, out);
             return;
         }
         // One in-flight fetch per fetcher: a newer one supersedes a parked one.
         if let Some(pos) = l.parked.iter().position(|p| p.from == from) {
             let old = l.parked.swap_remove(pos);
-            self.answer_fetch(now, old.from, old.id, old.fetch_offset, old.max_bytes, out);
+            self.answer_fetch(old.from, old.id, old.fetch_offset, old.max_bytes, out);
         }
         let RoleState::Leader(l) = &mut self.role else {
             return;
@@ -117,9 +117,19 @@ impl Replica {
         };
         progress.end = Some(req.fetch_offset);
         progress.last_fetch = Some(now);
-        // With one fetch in flight per follower, this fetch acknowledges the last response sent.
-        progress.lease_anchor = progress.response_sent_at.or(progress.lease_anchor);
         progress.barrier_acked = progress.barrier_acked.max(req.read_barrier);
+        // A fetch that echoes barrier b proves its sender received a response sent after b was
+        // raised: that raise time anchors the lease. A fetch that merely arrives proves nothing
+        // (its previous response may have been lost and the request retried).
+        let raised = l
+            .barrier_raised_at
+            .iter()
+            .rev()
+            .find(|(b, _)| *b <= req.read_barrier)
+            .map(|(_, t)| *t);
+        if let Some(t) = raised {
+            progress.lease_anchor = Some(progress.lease_anchor.map_or(t, |a| a.max(t)));
+        }
         if is_voter {
             // KRaft: once majority - 1 distinct voters fetched (the leader counts itself), the
             // check-quorum window restarts.
@@ -158,7 +168,6 @@ impl Replica {
     /// records from its log).
     fn answer_fetch(
         &mut self,
-        now: Instant,
         to: ReplicaId,
         id: RequestId,
         fetch_offset: Offset,
@@ -166,11 +175,6 @@ impl Replica {
         out: &mut Outputs,
     ) {
         let response = self.fetch_ok_response();
-        if let RoleState::Leader(l) = &mut self.role {
-            if let Some(p) = l.voters.get_mut(&to).or(l.observers.get_mut(&to)) {
-                p.response_sent_at = Some(now);
-            }
-        }
         let records = (fetch_offset < self.log.end).then(|| RecordRange {
             from: fetch_offset,
             to: self.log.end,
@@ -209,7 +213,7 @@ impl Replica {
             }
         });
         for (from, id, offset, max_bytes) in due {
-            self.answer_fetch(now, from, id, offset, max_bytes, out);
+            self.answer_fetch(from, id, offset, max_bytes, out);
         }
     }
 
