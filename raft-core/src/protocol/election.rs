@@ -11,7 +11,7 @@ use crate::message::{
     BeginQuorumEpochRequest, EndQuorumEpochRequest, EpochResponse, ErrorCode, ReadBarrier, Request,
     VoteRequest, VoteResponse,
 };
-use crate::types::{ElectionState, Epoch, Instant, Record, RecordKind, ReplicaId};
+use crate::types::{ElectionState, Instant, Record, RecordKind, ReplicaId};
 
 impl Replica {
     fn vote_response(&self, error: Option<ErrorCode>, granted: bool) -> VoteResponse {
@@ -470,11 +470,5 @@ impl Replica {
         tracing::warn!(replica = %self.cfg.id, epoch = %self.election.epoch,
             "no fetches from a majority within the check-quorum window; resigning");
         self.leader_resign(now, out);
-    }
-
-    /// The epoch this replica would campaign in next.
-    #[allow(dead_code)]
-    pub(super) fn next_epoch(&self) -> Epoch {
-        self.election.epoch.next()
     }
 }

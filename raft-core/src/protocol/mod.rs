@@ -595,7 +595,7 @@ impl Replica {
                 .fold(*deadline, Instant::min),
             RoleState::Follower(f) => {
                 let mut d = f.fetch_deadline;
-                if !f.fetch_in_flight && self.log.all_durable_for_fetch() {
+                if !f.fetch_in_flight && self.log.all_durable() {
                     d = d.min(f.next_fetch_at);
                 }
                 d
@@ -713,7 +713,7 @@ impl Replica {
         self.log.epoch_at(offset)
     }
 
-    /// The leader's read barrier and whether it has committed in its epoch (None unless leader).
+    /// The validated configuration this replica runs with.
     pub fn config(&self) -> &ValidatedConfig {
         &self.cfg
     }
@@ -1237,12 +1237,5 @@ impl Replica {
             voters: status.voters,
             observers,
         }
-    }
-}
-
-impl LogView {
-    /// A follower fetches from offset `n` only once everything below `n` is durable (D4).
-    fn all_durable_for_fetch(&self) -> bool {
-        self.all_durable()
     }
 }

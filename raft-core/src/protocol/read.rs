@@ -7,10 +7,12 @@
 //! newer election and proves nothing. Reads registered before a barrier share its round. The
 //! reading replica then waits until it has applied through the read offset.
 //!
-//! Lease mode (opt-in) skips the round while the leader holds a lease: until the send time of
-//! the fetch responses a majority has since acknowledged plus the fetch timeout, minus the drift
-//! margin. Sticky votes (D3) are what make the lease sound: those voters refuse to help elect
-//! anyone else for a fetch timeout after such a response.
+//! Lease mode (opt-in) skips the round while the leader holds a lease. A voter's anchor is the
+//! raise time of the newest barrier it echoed: the echo proves it received a fetch response sent
+//! after that time, and reset its fetch timer then. The lease lasts until the anchor a majority
+//! shares plus the fetch timeout, minus the drift margin. Sticky votes (D3) are what make the
+//! lease sound: those voters refuse to help elect anyone else for a fetch timeout after such a
+//! response. A fetch that merely arrives proves nothing (its response may have been lost).
 
 use super::{Event, LeaderState, Outputs, Replica, RoleState};
 use crate::message::{

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::message::Request;
 use crate::protocol::Outgoing;
-use crate::types::{ElectionState, Epoch, Offset, Record, ReplicaId, Role};
+use crate::types::{ElectionState, Epoch, Offset, Record, ReplicaId};
 
 /// Collects violations; the cluster calls its hooks at the moments each property can break.
 #[derive(Debug, Default)]
@@ -271,10 +271,5 @@ impl Checker {
     /// Records a violation found by the cluster itself (liveness, panics).
     pub fn report(&mut self, at: std::time::Duration, msg: String) {
         self.fail(at, msg);
-    }
-
-    /// Whether `role` is one the checker tracks as leadership.
-    pub fn is_leader(role: Role) -> bool {
-        role == Role::Leader
     }
 }

@@ -163,7 +163,6 @@ pub struct Cluster {
     blocked: BTreeSet<(ReplicaId, ReplicaId)>,
     faults_on: bool,
     workload: bool,
-    next_propose: Duration,
     next_payload: u64,
     /// Proposals not yet resolved: payload and invocation time.
     proposals: BTreeMap<(Offset, Epoch), (Bytes, Duration)>,
@@ -260,7 +259,6 @@ impl Cluster {
             blocked: BTreeSet::new(),
             faults_on: false,
             workload: false,
-            next_propose: Duration::ZERO,
             next_payload: 1,
             proposals: BTreeMap::new(),
             reference: BTreeMap::new(),
@@ -294,7 +292,6 @@ impl Cluster {
     /// Turns the random client workload on or off.
     pub fn set_workload(&mut self, on: bool) {
         self.workload = on;
-        self.next_propose = self.now;
         if on {
             self.schedule(self.now, Ev::Client);
         }
@@ -1087,7 +1084,6 @@ impl Cluster {
                 if self.workload {
                     self.client_op();
                     let next = self.now + Duration::from_micros(self.rng.range(200, 3000));
-                    self.next_propose = next;
                     self.schedule(next, Ev::Client);
                 }
             }
