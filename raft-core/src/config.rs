@@ -56,6 +56,17 @@ pub struct Config {
     /// Subtracted from the fetch timeout when computing a lease: the bound on how much faster
     /// any replica's clock may run than the leader's over one fetch timeout.
     pub lease_drift_margin: Duration,
+    /// Take a state machine snapshot once this many records were applied since the last one
+    /// (0: never, the log grows without bound).
+    pub snapshot_after_records: u64,
+    /// Take a snapshot once this many payload bytes were applied since the last one (0: no
+    /// byte trigger). Whichever trigger fires first wins.
+    pub snapshot_after_bytes: u64,
+    /// Records kept in the log below a new snapshot, so that followers slightly behind still
+    /// catch up by fetching records rather than downloading the snapshot.
+    pub snapshot_log_retention: u64,
+    /// Bytes per FetchSnapshot chunk.
+    pub snapshot_chunk_bytes: u32,
     /// Test-only fault switch (negative control for the linearizability checker): followers
     /// serve linearizable reads at their local high watermark without asking the leader.
     #[cfg(feature = "testing")]
@@ -87,6 +98,10 @@ impl Config {
             read_timeout: Duration::from_millis(2000),
             lease_reads: false,
             lease_drift_margin: Duration::from_millis(200),
+            snapshot_after_records: 100_000,
+            snapshot_after_bytes: 256 << 20,
+            snapshot_log_retention: 10_000,
+            snapshot_chunk_bytes: 1 << 20,
             #[cfg(feature = "testing")]
             test_unsafe_reads: false,
         }
@@ -121,6 +136,9 @@ impl Config {
             return Err(ConfigError::Zero(
                 "batch_records_max / pending_proposals_max",
             ));
+        }
+        if self.snapshot_chunk_bytes == 0 {
+            return Err(ConfigError::Zero("snapshot_chunk_bytes"));
         }
         if self.lease_reads && !self.sticky_votes {
             return Err(ConfigError::LeaseWithoutStickyVotes);

@@ -5,7 +5,8 @@
 //! One task owns the replica and follows the driver contract of [`crate::protocol`]. Around it:
 //! a log writer task (applies log operations in order and coalesces consecutive appends into one
 //! durable call: group commit), an election writer task, an applier task feeding the state
-//! machine, and one short task per outgoing RPC. A bounded in-memory cache of the log's tail
+//! machine (and taking snapshots of it when `Config`'s triggers fire), a snapshot writer task
+//! for downloads, and one short task per outgoing RPC. A bounded in-memory cache of the log's tail
 //! serves fetch responses and the applier without touching storage; older ranges are read from
 //! the log store. Every channel is bounded.
 
@@ -18,12 +19,15 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::ValidatedConfig;
-use crate::io::{ElectionStore, LogStore, RequestHandler, StateMachine, StorageError, Transport};
+use crate::io::{
+    ElectionStore, LogState, LogStore, RequestHandler, SnapshotStore, StateMachine, StorageError,
+    Transport,
+};
 use crate::message::{ErrorCode, Request, RequestId, Response};
 use crate::message::{ForwardRequest, ForwardResponse};
 use crate::protocol::{
-    Event, Input, LogOp, LogSeq, Outgoing, Outputs, PersistSeq, ProposeError, ReadFailure, ReadId,
-    RecordRange, Replica, Status,
+    Event, Fill, Input, LogOp, LogSeq, Outgoing, Outputs, PersistSeq, ProposeError, ReadFailure,
+    ReadId, RecordRange, Replica, SnapshotOp, Status,
 };
 use crate::types::{ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, ReplicaId};
 
@@ -61,6 +65,8 @@ pub struct Parts {
     pub transport: Arc<dyn Transport>,
     /// The user's state machine (keep a clone of the `Arc` to query it).
     pub state_machine: Arc<dyn StateMachine>,
+    /// State machine snapshots.
+    pub snapshots: Arc<dyn SnapshotStore>,
 }
 
 /// Why a write did not commit.
@@ -91,6 +97,17 @@ pub enum StartError {
     /// The transport could not start serving.
     #[error("starting the transport failed: {0}")]
     Transport(#[from] crate::io::TransportError),
+    /// The state machine could not be restored from the latest snapshot.
+    #[error("restoring the state machine failed: {0}")]
+    Restore(#[from] crate::io::StateMachineError),
+    /// The state machine is behind the log's start and no snapshot covers the gap.
+    #[error("the state machine has applied up to {applied} but the log starts at {log_start} and no snapshot covers the gap")]
+    MissingSnapshot {
+        /// Where the state machine is.
+        applied: Offset,
+        /// Where the log starts.
+        log_start: Offset,
+    },
 }
 
 /// A committed and applied write.
@@ -125,6 +142,12 @@ pub struct Metrics {
     pub rpcs_received: AtomicU64,
     /// Role changes.
     pub role_changes: AtomicU64,
+    /// Snapshots of the state machine taken locally.
+    pub snapshots_taken: AtomicU64,
+    /// Snapshots downloaded from a leader and installed.
+    pub snapshots_installed: AtomicU64,
+    /// Snapshot chunks served to followers.
+    pub snapshot_chunks_served: AtomicU64,
 }
 
 /// How a read is served (decisions D6).
@@ -219,6 +242,14 @@ enum Done {
         response: Response,
         records: Result<Vec<Record>, StorageError>,
     },
+    /// A response whose data came from storage.
+    Filled {
+        id: RequestId,
+        response: Result<Response, StorageError>,
+    },
+    SnapshotTaken(Result<OffsetAndEpoch, String>),
+    Restored(Result<OffsetAndEpoch, String>),
+    SnapshotDownloaded(Result<(OffsetAndEpoch, bool), StorageError>),
 }
 
 /// A running replica. Cheap to clone; every clone talks to the same task.
@@ -238,10 +269,40 @@ impl Node {
         options: DriverOptions,
     ) -> Result<Node, StartError> {
         let election = parts.election.load().await?;
-        let log_state = parts.log.state().await?;
-        let applied = parts.state_machine.applied().await;
+        let snapshot = parts.snapshots.latest().await?;
+        let mut log_state = parts.log.state().await?;
+        if let Some(snap) = snapshot {
+            if !log_continues_snapshot(&log_state, snap.id) {
+                // A crash between completing a downloaded snapshot and resetting the log (or
+                // a log that was behind it): the snapshot is committed state, the log is not.
+                parts.log.reset(snap.id).await?;
+                log_state = parts.log.state().await?;
+            }
+        }
+        let mut applied = parts.state_machine.applied().await;
+        if let Some(snap) = snapshot.filter(|s| s.id.offset > applied) {
+            let data =
+                parts.snapshots.load(snap.id).await?.ok_or_else(|| {
+                    StorageError::Invalid(format!("snapshot {:?} vanished", snap.id))
+                })?;
+            parts.state_machine.restore(snap.id.offset, data).await?;
+            applied = snap.id.offset;
+        }
+        if applied < log_state.start {
+            return Err(StartError::MissingSnapshot {
+                applied,
+                log_start: log_state.start,
+            });
+        }
         let clock = tokio::time::Instant::now();
-        let replica = Replica::new(cfg.clone(), election, &log_state, options.seed, Instant(0));
+        let replica = Replica::new(
+            cfg.clone(),
+            election,
+            &log_state,
+            snapshot.map(|s| s.id),
+            options.seed,
+            Instant(0),
+        );
         let (cmd_tx, cmd_rx) = mpsc::channel(options.command_queue_max);
         let (inbound_tx, inbound_rx) = mpsc::channel(1024);
         let (done_tx, done_rx) = mpsc::channel(4096);
@@ -256,11 +317,14 @@ impl Node {
         let log_writer = spawn_log_writer(parts.log.clone(), done_tx.clone(), metrics.clone());
         let election_writer =
             spawn_election_writer(parts.election.clone(), done_tx.clone(), metrics.clone());
-        let applier = spawn_applier(
-            parts.state_machine.clone(),
-            done_tx.clone(),
-            metrics.clone(),
-        );
+        let applier = spawn_applier(Applier {
+            sm: parts.state_machine.clone(),
+            snapshots: parts.snapshots.clone(),
+            triggers: SnapshotTriggers::of(&cfg),
+            done: done_tx.clone(),
+            metrics: metrics.clone(),
+        });
+        let snapshot_writer = spawn_snapshot_writer(parts.snapshots.clone(), done_tx.clone());
         let task = ReplicaTask {
             cfg,
             options,
@@ -278,6 +342,7 @@ impl Node {
             log_writer,
             election_writer,
             applier,
+            snapshot_writer,
             done_tx,
             metrics: metrics.clone(),
             failed: None,
@@ -541,9 +606,10 @@ struct ReplicaTask {
     /// Records below this are applied.
     applied: Offset,
     high_watermark: Offset,
-    log_writer: mpsc::UnboundedSender<LogOp>,
+    log_writer: mpsc::UnboundedSender<GatedLogOp>,
     election_writer: mpsc::UnboundedSender<(PersistSeq, ElectionState)>,
     applier: mpsc::UnboundedSender<ApplyJob>,
+    snapshot_writer: mpsc::UnboundedSender<SnapshotOp>,
     done_tx: mpsc::Sender<Done>,
     metrics: Arc<Metrics>,
     failed: Option<String>,
@@ -770,6 +836,37 @@ impl ReplicaTask {
                     self.failed = Some(e.to_string());
                 }
             },
+            Done::Filled { id, response } => match response {
+                Ok(response) => self.reply(id, response),
+                Err(e) => {
+                    tracing::error!(error = %e, "reading a snapshot failed; stopping");
+                    self.failed = Some(e.to_string());
+                }
+            },
+            Done::SnapshotTaken(Ok(id)) => {
+                self.metrics.snapshots_taken.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(replica = %self.cfg.id, snapshot = ?id, "snapshot taken");
+                self.step(Input::SnapshotTaken(id));
+            }
+            Done::Restored(Ok(id)) => {
+                self.metrics
+                    .snapshots_installed
+                    .fetch_add(1, Ordering::Relaxed);
+                self.applied = self.applied.max(id.offset);
+                let applied = self.applied.min(self.replica.high_watermark());
+                self.step(Input::Applied(applied));
+            }
+            Done::SnapshotTaken(Err(e)) | Done::Restored(Err(e)) => {
+                tracing::error!(error = %e, "snapshot failed; stopping");
+                self.failed = Some(e);
+            }
+            Done::SnapshotDownloaded(Ok((id, verified))) => {
+                self.step(Input::SnapshotDownloaded { id, verified })
+            }
+            Done::SnapshotDownloaded(Err(e)) => {
+                tracing::error!(error = %e, "storing a snapshot download failed; stopping");
+                self.failed = Some(e.to_string());
+            }
         }
     }
 
@@ -808,8 +905,24 @@ impl ReplicaTask {
         if let Some(p) = out.persist.take() {
             let _ = self.election_writer.send(p);
         }
+        let restore = out.restore.take();
         for op in out.log.drain(..) {
+            let mut gate = None;
             match &op {
+                LogOp::Purge { .. } => {}
+                LogOp::Reset { start, .. } => {
+                    self.cache = LogCache::new(start.offset);
+                    // The log may be reset only once the applier is done with the records
+                    // before the snapshot (it may still be reading them from the log).
+                    let (reached, wait) = oneshot::channel();
+                    gate = Some(wait);
+                    debug_assert_eq!(restore, Some(*start), "a reset comes with its restore");
+                    self.apply_sent = start.offset;
+                    let _ = self.applier.send(ApplyJob::Restore {
+                        id: *start,
+                        reached,
+                    });
+                }
                 LogOp::Append { records, .. } => self.cache.append(records),
                 LogOp::Truncate { end, .. } => {
                     self.cache.truncate(*end);
@@ -822,7 +935,10 @@ impl ReplicaTask {
                     }
                 }
             }
-            let _ = self.log_writer.send(op);
+            let _ = self.log_writer.send(GatedLogOp { op, gate });
+        }
+        for op in out.snapshot.drain(..) {
+            let _ = self.snapshot_writer.send(op);
         }
         for msg in out.messages.drain(..) {
             self.send(msg);
@@ -915,16 +1031,35 @@ impl ReplicaTask {
                 to,
                 id,
                 mut response,
-                records,
+                fill,
             } => {
-                let Some(RecordRange {
-                    from,
-                    to: end,
-                    max_bytes,
-                }) = records
-                else {
-                    self.reply(id, response);
-                    return;
+                let (from, end, max_bytes) = match fill {
+                    None => {
+                        self.reply(id, response);
+                        return;
+                    }
+                    Some(Fill::SnapshotChunk {
+                        id: snapshot,
+                        position,
+                        max_bytes,
+                    }) => {
+                        self.metrics
+                            .snapshot_chunks_served
+                            .fetch_add(1, Ordering::Relaxed);
+                        let store = self.parts.snapshots.clone();
+                        let done = self.done_tx.clone();
+                        tokio::spawn(async move {
+                            let chunk = store.read(snapshot, position, max_bytes).await;
+                            let response = chunk.map(|c| fill_snapshot_chunk(response, c));
+                            let _ = done.send(Done::Filled { id, response }).await;
+                        });
+                        return;
+                    }
+                    Some(Fill::Records(RecordRange {
+                        from,
+                        to: end,
+                        max_bytes,
+                    })) => (from, end, max_bytes),
                 };
                 if let Some(recs) = self.cache.read(from, end, u64::from(max_bytes)) {
                     if let Response::Fetch(f) = &mut response {
@@ -973,16 +1108,22 @@ fn forwarded_result(leader: ReplicaId, r: ForwardResponse) -> Result<Committed, 
     }
 }
 
+/// A log operation, possibly held until a gate opens (a reset waits for the applier).
+struct GatedLogOp {
+    op: LogOp,
+    gate: Option<oneshot::Receiver<()>>,
+}
+
 /// Applies log operations in order. Consecutive appends queued together go to storage as one
 /// call, so one sync covers them all (group commit).
 fn spawn_log_writer(
     log: Arc<dyn LogStore>,
     done: mpsc::Sender<Done>,
     metrics: Arc<Metrics>,
-) -> mpsc::UnboundedSender<LogOp> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<LogOp>();
+) -> mpsc::UnboundedSender<GatedLogOp> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<GatedLogOp>();
     tokio::spawn(async move {
-        let mut queue: Vec<LogOp> = Vec::new();
+        let mut queue: Vec<GatedLogOp> = Vec::new();
         while let Some(op) = rx.recv().await {
             queue.push(op);
             while let Ok(op) = rx.try_recv() {
@@ -990,7 +1131,7 @@ fn spawn_log_writer(
             }
             let mut last = None;
             let mut batch: Vec<Record> = Vec::new();
-            for op in queue.drain(..) {
+            for GatedLogOp { op, gate } in queue.drain(..) {
                 let result = match op {
                     LogOp::Append { seq, records } => {
                         batch.extend(records);
@@ -998,10 +1139,31 @@ fn spawn_log_writer(
                         Ok(())
                     }
                     LogOp::Truncate { seq, end } => {
-                        let flushed = flush_batch(&*log, &mut batch, &metrics).await;
                         last = Some(seq);
-                        match flushed {
+                        match flush_batch(&*log, &mut batch, &metrics).await {
                             Ok(()) => log.truncate(end).await,
+                            Err(e) => Err(e),
+                        }
+                    }
+                    LogOp::Purge { seq, start } => {
+                        last = Some(seq);
+                        match flush_batch(&*log, &mut batch, &metrics).await {
+                            Ok(()) => log.purge(start).await,
+                            Err(e) => Err(e),
+                        }
+                    }
+                    LogOp::Reset { seq, start } => {
+                        last = Some(seq);
+                        match flush_batch(&*log, &mut batch, &metrics).await {
+                            Ok(()) => {
+                                if let Some(gate) = gate {
+                                    // A dropped gate means the applier stopped: stop too.
+                                    if gate.await.is_err() {
+                                        return;
+                                    }
+                                }
+                                log.reset(start).await
+                            }
                             Err(e) => Err(e),
                         }
                     }
@@ -1019,6 +1181,71 @@ fn spawn_log_writer(
                 if done.send(Done::Log(Ok(seq))).await.is_err() {
                     return;
                 }
+            }
+        }
+    });
+    tx
+}
+
+/// Whether `log` carries on from snapshot `id`: the snapshot's end lies inside it and the
+/// record before that end has the snapshot's epoch.
+fn log_continues_snapshot(log: &LogState, id: OffsetAndEpoch) -> bool {
+    if id.offset < log.start || id.offset > log.end.offset {
+        return false;
+    }
+    if id.offset == log.start {
+        return log.start_epoch == id.epoch;
+    }
+    let before = Offset(id.offset.0 - 1);
+    let idx = log.epochs.partition_point(|e| e.start <= before);
+    idx > 0 && log.epochs[idx - 1].epoch == id.epoch
+}
+
+/// Completes a FetchSnapshot response with a chunk read from the store, or refuses it.
+fn fill_snapshot_chunk(
+    response: Response,
+    chunk: Option<(crate::io::SnapshotMeta, Bytes)>,
+) -> Response {
+    let Response::FetchSnapshot(mut r) = response else {
+        return response;
+    };
+    match chunk {
+        None => r.error = Some(ErrorCode::SnapshotNotFound),
+        Some((meta, _)) if r.position > meta.size => r.error = Some(ErrorCode::PositionOutOfRange),
+        Some((meta, data)) => {
+            r.size = meta.size;
+            r.checksum = meta.checksum;
+            r.data = data;
+        }
+    }
+    Response::FetchSnapshot(r)
+}
+
+/// Writes the chunks of a snapshot download in order and completes it.
+fn spawn_snapshot_writer(
+    store: Arc<dyn SnapshotStore>,
+    done: mpsc::Sender<Done>,
+) -> mpsc::UnboundedSender<SnapshotOp> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<SnapshotOp>();
+    tokio::spawn(async move {
+        while let Some(op) = rx.recv().await {
+            let result = match op {
+                SnapshotOp::Write { id, position, data } => {
+                    store.write_partial(id, position, data).await.map(|()| None)
+                }
+                SnapshotOp::Finish { id, size, checksum } => store
+                    .finish_partial(id, size, checksum)
+                    .await
+                    .map(|meta| Some((id, meta.is_some()))),
+            };
+            let report = match result {
+                Ok(None) => continue,
+                Ok(Some(outcome)) => Ok(outcome),
+                Err(e) => Err(e),
+            };
+            let failed = report.is_err();
+            if done.send(Done::SnapshotDownloaded(report)).await.is_err() || failed {
+                return;
             }
         }
     });
@@ -1073,52 +1300,167 @@ enum ApplyJob {
         from: Offset,
         to: Offset,
     },
+    /// Open `reached` (every earlier job is done), then load snapshot `id` into the state
+    /// machine.
+    Restore {
+        id: OffsetAndEpoch,
+        reached: oneshot::Sender<()>,
+    },
 }
 
-fn spawn_applier(
+/// When the applier takes a snapshot (`Config::snapshot_after_*`).
+struct SnapshotTriggers {
+    records: u64,
+    bytes: u64,
+    /// Applied since the last snapshot.
+    records_since: u64,
+    bytes_since: u64,
+}
+
+impl SnapshotTriggers {
+    fn of(cfg: &ValidatedConfig) -> SnapshotTriggers {
+        SnapshotTriggers {
+            records: cfg.snapshot_after_records,
+            bytes: cfg.snapshot_after_bytes,
+            records_since: 0,
+            bytes_since: 0,
+        }
+    }
+
+    fn applied(&mut self, records: &[Record]) {
+        self.records_since += records.len() as u64;
+        self.bytes_since += records.iter().map(|r| r.payload.len() as u64).sum::<u64>();
+    }
+
+    fn due(&self) -> bool {
+        (self.records > 0 && self.records_since >= self.records)
+            || (self.bytes > 0 && self.bytes_since >= self.bytes)
+    }
+
+    fn reset(&mut self) {
+        self.records_since = 0;
+        self.bytes_since = 0;
+    }
+}
+
+struct Applier {
     sm: Arc<dyn StateMachine>,
+    snapshots: Arc<dyn SnapshotStore>,
+    triggers: SnapshotTriggers,
     done: mpsc::Sender<Done>,
     metrics: Arc<Metrics>,
-) -> mpsc::UnboundedSender<ApplyJob> {
+}
+
+impl Applier {
+    async fn read_log(
+        log: &dyn LogStore,
+        from: Offset,
+        to: Offset,
+    ) -> Result<Vec<Record>, StorageError> {
+        let mut all = Vec::new();
+        let mut next = from;
+        while next < to {
+            let chunk = log.read(next, to, 8 << 20).await?;
+            let Some(last) = chunk.last() else {
+                break;
+            };
+            next = last.offset.next();
+            all.extend(chunk);
+        }
+        Ok(all)
+    }
+
+    /// Applies one job; returns `false` once the applier must stop.
+    async fn run_job(
+        &mut self,
+        job: ApplyJob,
+        last: &mut Option<OffsetAndEpoch>,
+        responses: &mut Vec<Bytes>,
+    ) -> bool {
+        let records = match job {
+            ApplyJob::Records(r) => r,
+            ApplyJob::FromLog { log, from, to } => match Self::read_log(&*log, from, to).await {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = self.done.send(Done::Applied(Err(e.to_string()))).await;
+                    return false;
+                }
+            },
+            ApplyJob::Restore { id, reached } => {
+                let _ = reached.send(());
+                let result = self.restore(id).await.map(|()| id);
+                let ok = result.is_ok();
+                if ok {
+                    *last = Some(id);
+                    self.triggers.reset();
+                }
+                return self.done.send(Done::Restored(result)).await.is_ok() && ok;
+            }
+        };
+        responses.clear();
+        if let Err(e) = self.sm.apply(&records, responses).await {
+            let _ = self.done.send(Done::Applied(Err(e.to_string()))).await;
+            return false;
+        }
+        self.metrics
+            .applied
+            .fetch_add(records.len() as u64, Ordering::Relaxed);
+        self.triggers.applied(&records);
+        if let Some(r) = records.last() {
+            *last = Some(OffsetAndEpoch::new(r.offset.next(), r.epoch));
+        }
+        let applied: Vec<(OffsetAndEpoch, Bytes)> = records
+            .iter()
+            .zip(responses.drain(..).chain(std::iter::repeat(Bytes::new())))
+            .map(|(r, resp)| (r.id(), resp))
+            .collect();
+        if self.done.send(Done::Applied(Ok(applied))).await.is_err() {
+            return false;
+        }
+        match *last {
+            Some(id) if self.triggers.due() => {
+                self.triggers.reset();
+                let result = self.take_snapshot(id).await;
+                let ok = result.is_ok();
+                self.done.send(Done::SnapshotTaken(result)).await.is_ok() && ok
+            }
+            _ => true,
+        }
+    }
+
+    async fn restore(&self, id: OffsetAndEpoch) -> Result<(), String> {
+        let data = self
+            .snapshots
+            .load(id)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("snapshot {id:?} is not in the store"))?;
+        self.sm
+            .restore(id.offset, data)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Snapshots the state machine, which has applied exactly the records below `id.offset`.
+    async fn take_snapshot(&self, id: OffsetAndEpoch) -> Result<OffsetAndEpoch, String> {
+        let data = self.sm.snapshot().await.map_err(|e| e.to_string())?;
+        self.snapshots
+            .save(id, data)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(id)
+    }
+}
+
+fn spawn_applier(mut applier: Applier) -> mpsc::UnboundedSender<ApplyJob> {
     let (tx, mut rx) = mpsc::unbounded_channel::<ApplyJob>();
     tokio::spawn(async move {
         let mut responses = Vec::new();
+        // The id of the last record applied; a snapshot is taken only after this process
+        // applied at least one record (it then knows the epoch the snapshot ends with).
+        let mut last: Option<OffsetAndEpoch> = None;
         while let Some(job) = rx.recv().await {
-            let records = match job {
-                ApplyJob::Records(r) => r,
-                ApplyJob::FromLog { log, from, to } => {
-                    let mut all = Vec::new();
-                    let mut next = from;
-                    while next < to {
-                        match log.read(next, to, 8 << 20).await {
-                            Ok(chunk) if !chunk.is_empty() => {
-                                next = chunk.last().map_or(to, |r| r.offset.next());
-                                all.extend(chunk);
-                            }
-                            Ok(_) => break,
-                            Err(e) => {
-                                let _ = done.send(Done::Applied(Err(e.to_string()))).await;
-                                return;
-                            }
-                        }
-                    }
-                    all
-                }
-            };
-            responses.clear();
-            if let Err(e) = sm.apply(&records, &mut responses).await {
-                let _ = done.send(Done::Applied(Err(e.to_string()))).await;
-                return;
-            }
-            metrics
-                .applied
-                .fetch_add(records.len() as u64, Ordering::Relaxed);
-            let applied: Vec<(OffsetAndEpoch, Bytes)> = records
-                .iter()
-                .zip(responses.drain(..).chain(std::iter::repeat(Bytes::new())))
-                .map(|(r, resp)| (r.id(), resp))
-                .collect();
-            if done.send(Done::Applied(Ok(applied))).await.is_err() {
+            if !applier.run_job(job, &mut last, &mut responses).await {
                 return;
             }
         }

@@ -35,6 +35,9 @@ pub struct LogState {
     pub end: OffsetAndEpoch,
     /// The epoch history, ascending by epoch and by start offset, restricted to `[start, end)`.
     pub epochs: Vec<EpochStart>,
+    /// The epoch of record `start - 1`, which was purged or replaced by a snapshot (0 when
+    /// `start` is 0).
+    pub start_epoch: Epoch,
 }
 
 /// A storage failure. After a failed write or sync a backend is poisoned and returns
@@ -93,6 +96,80 @@ pub trait LogStore: Send + Sync + 'static {
 
     /// Removes every record before `start` (snapshots make this safe); may be lazy on disk.
     async fn purge(&self, start: Offset) -> Result<(), StorageError>;
+
+    /// Discards every record and restarts the log, empty, at `start.offset`, as if the record
+    /// before it had epoch `start.epoch` (installing a snapshot that ends there). Durable
+    /// before returning.
+    async fn reset(&self, start: OffsetAndEpoch) -> Result<(), StorageError>;
+}
+
+/// A complete snapshot's identity: the state after applying every record below `id.offset`,
+/// the last of which has epoch `id.epoch` (KIP-630's snapshot id), with its size and checksum.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct SnapshotMeta {
+    /// The end offset the snapshot covers and the epoch of the record before it.
+    pub id: OffsetAndEpoch,
+    /// Bytes.
+    pub size: u64,
+    /// CRC-32 of the bytes.
+    pub checksum: u32,
+}
+
+impl SnapshotMeta {
+    /// The identity of `data` taken at `id`.
+    pub fn of(id: OffsetAndEpoch, data: &[u8]) -> SnapshotMeta {
+        SnapshotMeta {
+            id,
+            size: data.len() as u64,
+            checksum: crc32fast::hash(data),
+        }
+    }
+}
+
+/// Durable state machine snapshots (KIP-630): the ones this replica took, and the one it is
+/// downloading from the leader.
+///
+/// A snapshot becomes visible (to [`SnapshotStore::latest`] and [`SnapshotStore::read`]) only
+/// when it is complete and durable; a partial download never survives a restart. A store keeps
+/// at least the newest snapshot and may delete older ones once a newer one is durable.
+#[async_trait]
+pub trait SnapshotStore: Send + Sync + 'static {
+    /// The newest complete snapshot.
+    async fn latest(&self) -> Result<Option<SnapshotMeta>, StorageError>;
+
+    /// Stores a snapshot this replica took, atomically and durably.
+    async fn save(&self, id: OffsetAndEpoch, data: Bytes) -> Result<SnapshotMeta, StorageError>;
+
+    /// At most `max_bytes` of a complete snapshot from `position` (empty at its end), or
+    /// `None` when no complete snapshot with this id is held.
+    async fn read(
+        &self,
+        id: OffsetAndEpoch,
+        position: u64,
+        max_bytes: u32,
+    ) -> Result<Option<(SnapshotMeta, Bytes)>, StorageError>;
+
+    /// The whole of a complete snapshot, or `None` when it is not held.
+    async fn load(&self, id: OffsetAndEpoch) -> Result<Option<Bytes>, StorageError>;
+
+    /// Writes a chunk of a download at `position`, which must be the bytes written so far, or
+    /// 0 to start over (discarding any other partial download).
+    async fn write_partial(
+        &self,
+        id: OffsetAndEpoch,
+        position: u64,
+        data: Bytes,
+    ) -> Result<(), StorageError>;
+
+    /// Completes the download of `id`: when its bytes have this size and checksum it becomes
+    /// the newest complete snapshot, durably, and its meta is returned; otherwise the partial
+    /// download is discarded and `None` returned.
+    async fn finish_partial(
+        &self,
+        id: OffsetAndEpoch,
+        size: u64,
+        checksum: u32,
+    ) -> Result<Option<SnapshotMeta>, StorageError>;
 }
 
 /// The durable election state (KRaft's `quorum-state` file).
@@ -177,9 +254,10 @@ pub struct StateMachineError {
 }
 
 /// The user's replicated state machine. It sees every committed record in offset order, each
-/// exactly once per process lifetime (after a restart it is replayed from its own
-/// [`StateMachine::applied`] offset). Control records ([`crate::RecordKind::LeaderChange`])
-/// carry no client data: the state machine only notes their offset.
+/// exactly once per process lifetime (after a restart it is restored from the latest snapshot
+/// when that is ahead of its own [`StateMachine::applied`] offset, then replayed from the log).
+/// Control records ([`crate::RecordKind::LeaderChange`]) carry no client data: the state
+/// machine only notes their offset.
 #[async_trait]
 pub trait StateMachine: Send + Sync + 'static {
     /// Where to resume: the offset after the last record applied (0 for a fresh one).
@@ -192,4 +270,12 @@ pub trait StateMachine: Send + Sync + 'static {
         records: &[Record],
         responses: &mut Vec<Bytes>,
     ) -> Result<(), StateMachineError>;
+
+    /// Serializes the state after every record applied so far. The driver calls it between
+    /// `apply` calls, so the snapshot covers exactly [`StateMachine::applied`].
+    async fn snapshot(&self) -> Result<Bytes, StateMachineError>;
+
+    /// Replaces the whole state with a snapshot's (one that [`StateMachine::snapshot`]
+    /// produced, here or on another replica); afterwards `applied()` returns `applied`.
+    async fn restore(&self, applied: Offset, data: Bytes) -> Result<(), StateMachineError>;
 }

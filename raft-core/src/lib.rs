@@ -23,6 +23,8 @@ pub mod message;
 pub mod protocol;
 #[cfg(feature = "testing")]
 pub mod sim;
+#[cfg(feature = "driver")]
+pub mod snapshot_dir;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod types;

@@ -45,6 +45,10 @@ pub enum ErrorCode {
     QueueFull,
     /// A forwarded write's payload exceeds the leader's limit.
     TooLarge,
+    /// The responder holds no snapshot with the requested id (`SNAPSHOT_NOT_FOUND`).
+    SnapshotNotFound,
+    /// The requested byte position lies past the snapshot's end (`POSITION_OUT_OF_RANGE`).
+    PositionOutOfRange,
 }
 
 /// Vote and pre-vote (KIP-996, decisions D2/D3).
@@ -152,6 +156,46 @@ pub struct FetchResponse {
     pub records: Vec<Record>,
     /// The leader's current read barrier; the fetcher echoes it in its next Fetch.
     pub read_barrier: ReadBarrier,
+    /// Set when the records the fetcher needs are purged: download this snapshot (KIP-630)
+    /// with [`FetchSnapshotRequest`], install it, then fetch from its end offset.
+    pub snapshot: Option<OffsetAndEpoch>,
+}
+
+/// A follower or observer downloads a chunk of the leader's snapshot (KIP-630).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct FetchSnapshotRequest {
+    /// The fetcher's epoch.
+    pub epoch: Epoch,
+    /// The fetcher.
+    pub replica: ReplicaId,
+    /// The snapshot: the end offset it covers and the epoch of the record before that offset.
+    pub snapshot: OffsetAndEpoch,
+    /// The first byte wanted.
+    pub position: u64,
+    /// At most this many bytes in the response.
+    pub max_bytes: u32,
+}
+
+/// A chunk of a snapshot.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct FetchSnapshotResponse {
+    /// Why the request was refused, if it was.
+    pub error: Option<ErrorCode>,
+    /// The responder's epoch.
+    pub epoch: Epoch,
+    /// The leader the responder knows in `epoch`.
+    pub leader: Option<ReplicaId>,
+    /// The snapshot the chunk belongs to.
+    pub snapshot: OffsetAndEpoch,
+    /// The snapshot's total size in bytes.
+    pub size: u64,
+    /// CRC-32 of the whole snapshot: the downloader verifies it before installing, and a
+    /// download resumed from another replica restarts when it differs.
+    pub checksum: u32,
+    /// Where `data` starts in the snapshot.
+    pub position: u64,
+    /// The bytes.
+    pub data: Bytes,
 }
 
 /// Asks the leader for its view of the quorum.
@@ -255,6 +299,8 @@ pub enum Request {
     ReadIndex(ReadIndexRequest),
     /// A client write forwarded to the leader.
     Forward(ForwardRequest),
+    /// A chunk of a snapshot.
+    FetchSnapshot(FetchSnapshotRequest),
 }
 
 /// Every response.
@@ -274,6 +320,8 @@ pub enum Response {
     ReadIndex(ReadIndexResponse),
     /// To a Forward.
     Forward(ForwardResponse),
+    /// To a FetchSnapshot.
+    FetchSnapshot(FetchSnapshotResponse),
 }
 
 impl Request {
@@ -307,6 +355,7 @@ impl Request {
                 diverging: None,
                 records: Vec::new(),
                 read_barrier: ReadBarrier::default(),
+                snapshot: None,
             }),
             Request::DescribeQuorum(_) => Response::DescribeQuorum(DescribeQuorumResponse {
                 error,
@@ -329,6 +378,16 @@ impl Request {
                 committed: None,
                 response: Bytes::new(),
             }),
+            Request::FetchSnapshot(r) => Response::FetchSnapshot(FetchSnapshotResponse {
+                error,
+                epoch,
+                leader: None,
+                snapshot: r.snapshot,
+                size: 0,
+                checksum: 0,
+                position: r.position,
+                data: Bytes::new(),
+            }),
         }
     }
 
@@ -342,6 +401,7 @@ impl Request {
             Request::DescribeQuorum(_) => RpcKind::DescribeQuorum,
             Request::ReadIndex(_) => RpcKind::ReadIndex,
             Request::Forward(_) => RpcKind::Forward,
+            Request::FetchSnapshot(_) => RpcKind::FetchSnapshot,
         }
     }
 }
@@ -357,6 +417,7 @@ impl Response {
             Response::DescribeQuorum(_) => RpcKind::DescribeQuorum,
             Response::ReadIndex(_) => RpcKind::ReadIndex,
             Response::Forward(_) => RpcKind::Forward,
+            Response::FetchSnapshot(_) => RpcKind::FetchSnapshot,
         }
     }
 
@@ -369,6 +430,7 @@ impl Response {
             Response::DescribeQuorum(r) => (r.epoch, r.leader),
             Response::ReadIndex(r) => (r.epoch, r.leader),
             Response::Forward(r) => (r.epoch, r.leader),
+            Response::FetchSnapshot(r) => (r.epoch, r.leader),
         }
     }
 
@@ -381,6 +443,7 @@ impl Response {
             Response::DescribeQuorum(r) => r.error,
             Response::ReadIndex(r) => r.error,
             Response::Forward(r) => r.error,
+            Response::FetchSnapshot(r) => r.error,
         }
     }
 }
@@ -402,4 +465,6 @@ pub enum RpcKind {
     ReadIndex,
     /// Forward.
     Forward,
+    /// FetchSnapshot.
+    FetchSnapshot,
 }

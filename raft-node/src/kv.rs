@@ -345,8 +345,8 @@ struct Store {
     applied: Offset,
 }
 
-/// The in-memory key-value map, rebuilt from the log at every start (the driver replays from
-/// [`StateMachine::applied`], which is 0 for a fresh process).
+/// The in-memory key-value map, rebuilt at every start from the latest snapshot and the log
+/// after it (the driver restores the snapshot, then replays from [`StateMachine::applied`]).
 #[derive(Default)]
 pub struct Kv {
     store: Mutex<Store>,
@@ -580,7 +580,83 @@ impl StateMachine for Kv {
         }
         Ok(())
     }
+
+    async fn snapshot(&self) -> Result<Bytes, StateMachineError> {
+        let s = self.lock();
+        let mut out = BytesMut::new();
+        out.put_u8(SNAPSHOT_VERSION);
+        put_varint(&mut out, s.applied.0);
+        put_varint(&mut out, s.clock_ms);
+        // Sorted, so that every replica writes the same bytes for the same state.
+        let mut keys: Vec<&Bytes> = s.map.keys().collect();
+        keys.sort();
+        put_varint(&mut out, keys.len() as u64);
+        for k in keys {
+            let e = &s.map[k];
+            put_bytes(&mut out, k);
+            put_bytes(&mut out, &e.value);
+            match e.expire_at_ms {
+                Some(t) => {
+                    out.put_u8(1);
+                    put_varint(&mut out, t);
+                }
+                None => out.put_u8(0),
+            }
+        }
+        Ok(out.freeze())
+    }
+
+    async fn restore(&self, applied: Offset, data: Bytes) -> Result<(), StateMachineError> {
+        let bad = |reason: String| StateMachineError {
+            offset: applied,
+            reason: format!("bad snapshot: {reason}"),
+        };
+        let mut r = Reader { buf: &data, pos: 0 };
+        let version = r.u8().map_err(|e| bad(e.0))?;
+        if version != SNAPSHOT_VERSION {
+            return Err(bad(format!(
+                "version {version}, this build reads {SNAPSHOT_VERSION}"
+            )));
+        }
+        let at = Offset(r.varint().map_err(|e| bad(e.0))?);
+        if at != applied {
+            return Err(bad(format!("it covers {at}, not {applied}")));
+        }
+        let mut store = Store {
+            clock_ms: r.varint().map_err(|e| bad(e.0))?,
+            applied,
+            ..Store::default()
+        };
+        let count = r.count().map_err(|e| bad(e.0))?;
+        for _ in 0..count {
+            let key = r.bytes().map_err(|e| bad(e.0))?;
+            let value = r.bytes().map_err(|e| bad(e.0))?;
+            let expire_at_ms = match r.u8().map_err(|e| bad(e.0))? {
+                0 => None,
+                1 => Some(r.varint().map_err(|e| bad(e.0))?),
+                t => return Err(bad(format!("expiry tag {t}"))),
+            };
+            if let Some(t) = expire_at_ms {
+                store.expiries.insert((t, key.clone()));
+            }
+            store.map.insert(
+                key,
+                Entry {
+                    value,
+                    expire_at_ms,
+                },
+            );
+        }
+        if r.pos != data.len() {
+            return Err(bad(format!("{} trailing bytes", data.len() - r.pos)));
+        }
+        *self.lock() = store;
+        Ok(())
+    }
 }
+
+/// The version of the key-value snapshot encoding.
+const SNAPSHOT_VERSION: u8 = 1;
 
 #[cfg(test)]
 mod tests {

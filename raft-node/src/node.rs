@@ -93,7 +93,11 @@ fn read_pem(field: &'static str, path: &std::path::Path) -> Result<String, Start
     })
 }
 
-type Stores = (Arc<dyn LogStore>, Arc<dyn ElectionStore>);
+type Stores = (
+    Arc<dyn LogStore>,
+    Arc<dyn ElectionStore>,
+    Arc<dyn raft_core::io::SnapshotStore>,
+);
 
 fn open_storage(cfg: &NodeConfig) -> Result<Stores, StartError> {
     let dir = cfg.data_dir.join(cfg.storage.name());
@@ -102,6 +106,9 @@ fn open_storage(cfg: &NodeConfig) -> Result<Stores, StartError> {
         dir: dir.display().to_string(),
         reason,
     };
+    let snapshots = raft_core::snapshot_dir::SnapshotDir::open(dir.join("snapshots"))
+        .map_err(|e| fail(e.to_string()))?;
+    let snapshots = Arc::new(snapshots);
     match cfg.storage {
         #[cfg(feature = "storage-redb")]
         StorageKind::Redb => {
@@ -109,7 +116,7 @@ fn open_storage(cfg: &NodeConfig) -> Result<Stores, StartError> {
             let store = raft_storage_redb::RedbStore::open(&dir, &cfg.cluster_id, opts)
                 .map_err(|e| fail(e.to_string()))?;
             let store = Arc::new(store);
-            Ok((store.clone(), store))
+            Ok((store.clone(), store, snapshots))
         }
         #[cfg(feature = "storage-fjall")]
         StorageKind::Fjall => {
@@ -117,7 +124,7 @@ fn open_storage(cfg: &NodeConfig) -> Result<Stores, StartError> {
             let store = raft_storage_fjall::FjallStore::open(&dir, &cfg.cluster_id, opts)
                 .map_err(|e| fail(e.to_string()))?;
             let store = Arc::new(store);
-            Ok((store.clone(), store))
+            Ok((store.clone(), store, snapshots))
         }
         #[allow(unreachable_patterns)]
         _ => Err(fail("this engine is not compiled into this build".into())),
@@ -143,7 +150,7 @@ pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
     let client_addr = listener.local_addr().unwrap_or(cfg.listen_client);
     identity::check_or_create(&cfg)?;
     let for_open = cfg.clone();
-    let (log, election) = tokio::task::spawn_blocking(move || open_storage(&for_open))
+    let (log, election, snapshots) = tokio::task::spawn_blocking(move || open_storage(&for_open))
         .await
         .map_err(|e| StartError::Driver(format!("storage open task failed: {e}")))??;
     let socket = std::net::UdpSocket::bind(cfg.listen_peer).map_err(|e| StartError::Listen {
@@ -166,6 +173,7 @@ pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
         election,
         transport: Arc::new(transport),
         state_machine: kv.clone(),
+        snapshots,
     };
     let node = Node::start(raft_cfg, parts, options)
         .await

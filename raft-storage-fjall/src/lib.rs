@@ -53,7 +53,8 @@ use raft_core::mem::storage::{
     batch_prefix_len, check_read, corrupt_in_batch, decode_election_state, decode_part,
     encode_batches, encode_election_state, locate_in_batch, LogMeta, ReadBudget,
 };
-use raft_core::{ElectionState, Offset, Record};
+use raft_core::snapshot_dir::SnapshotDir;
+use raft_core::{ElectionState, Offset, OffsetAndEpoch, Record};
 use tokio::sync::{oneshot, watch};
 
 /// The data-directory format this build writes. Opening a directory with a higher version fails
@@ -121,6 +122,10 @@ enum Op {
     Truncate,
     /// A purge; `previous_start` is the log start before it, where the first live batch is.
     Purge {
+        previous_start: Offset,
+    },
+    /// A reset; `previous_start` as for a purge.
+    Reset {
         previous_start: Offset,
     },
     Save(ElectionState),
@@ -502,12 +507,22 @@ fn commit_group(shared: &Shared, group: &[Request]) -> Result<(), StorageError> 
                 pending.commit(shared)?;
                 purge_ops(shared, &mut pending.batch, *previous_start, meta)?;
             }
+            (Op::Reset { previous_start }, Some(_)) => {
+                pending.commit(shared)?;
+                let first = match shared.log.range(..=key(*previous_start)).next_back() {
+                    Some(guard) => offset_of(&guard.key().map_err(io)?)?,
+                    None => *previous_start,
+                };
+                for guard in shared.log.range(key(first)..) {
+                    pending.batch.remove(&shared.log, guard.key().map_err(io)?);
+                }
+            }
             (Op::Save(state), _) => {
                 pending
                     .batch
                     .insert(&shared.meta, KEY_ELECTION, encode_election_state(state));
             }
-            (Op::Truncate | Op::Purge { .. }, None) => {
+            (Op::Truncate | Op::Purge { .. } | Op::Reset { .. }, None) => {
                 unreachable!("log ops always carry their meta")
             }
         }
@@ -564,6 +579,15 @@ fn purge_ops(
         batch.remove(&shared.log, guard.key().map_err(io)?);
     }
     Ok(())
+}
+
+/// Opens the snapshot store of the data directory `dir` (its `snapshots` subdirectory).
+///
+/// Snapshots are large blobs written once and read sequentially, so both disk backends keep them
+/// as files next to their database, in raft-core's [`SnapshotDir`]: a snapshot becomes visible
+/// only once complete and synced, and a partial download is discarded on open.
+pub fn open_snapshots(dir: impl AsRef<Path>) -> Result<SnapshotDir, StorageError> {
+    SnapshotDir::open(dir.as_ref().join("snapshots"))
 }
 
 #[async_trait]
@@ -623,6 +647,15 @@ impl LogStore for FjallStore {
             let previous_start = meta.start;
             meta.apply_purge(start);
             Ok((Op::Purge { previous_start }, true))
+        })
+        .await
+    }
+
+    async fn reset(&self, start: OffsetAndEpoch) -> Result<(), StorageError> {
+        self.submit(64, |meta| {
+            let previous_start = meta.start;
+            meta.apply_reset(start);
+            Ok((Op::Reset { previous_start }, true))
         })
         .await
     }

@@ -43,7 +43,8 @@ use raft_core::mem::storage::{
     batch_prefix_len, check_read, corrupt_in_batch, decode_election_state, decode_part,
     encode_batches, encode_election_state, locate_in_batch, LogMeta, ReadBudget,
 };
-use raft_core::{ElectionState, Offset, Record};
+use raft_core::snapshot_dir::SnapshotDir;
+use raft_core::{ElectionState, Offset, OffsetAndEpoch, Record};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use tokio::sync::{oneshot, watch};
 
@@ -113,6 +114,7 @@ enum Op {
     Append(Vec<(Offset, Bytes)>),
     Truncate,
     Purge,
+    Reset,
     Save(ElectionState),
 }
 
@@ -469,13 +471,16 @@ fn apply_group(txn: &WriteTransaction, group: &[Request]) -> Result<(), StorageE
             }
             (Op::Truncate, Some(meta)) => truncate_table(&mut log, meta.end)?,
             (Op::Purge, Some(meta)) => purge_table(&mut log, meta)?,
+            (Op::Reset, Some(_)) => log.retain(|_, _| false).map_err(io)?,
             (Op::Save(state), _) => {
                 let value = encode_election_state(state);
                 meta_table
                     .insert(KEY_ELECTION, value.as_slice())
                     .map_err(io)?;
             }
-            (Op::Truncate | Op::Purge, None) => unreachable!("log ops always carry their meta"),
+            (Op::Truncate | Op::Purge | Op::Reset, None) => {
+                unreachable!("log ops always carry their meta")
+            }
         }
         if request.meta.is_some() {
             last_meta = request.meta.as_ref();
@@ -522,6 +527,15 @@ fn purge_table(log: &mut LogTable<'_>, meta: &LogMeta) -> Result<(), StorageErro
         }
     };
     log.retain_in(..keep_from, |_, _| false).map_err(io)
+}
+
+/// Opens the snapshot store of the data directory `dir` (its `snapshots` subdirectory).
+///
+/// Snapshots are large blobs written once and read sequentially, so both disk backends keep them
+/// as files next to their database, in raft-core's [`SnapshotDir`]: a snapshot becomes visible
+/// only once complete and synced, and a partial download is discarded on open.
+pub fn open_snapshots(dir: impl AsRef<Path>) -> Result<SnapshotDir, StorageError> {
+    SnapshotDir::open(dir.as_ref().join("snapshots"))
 }
 
 #[async_trait]
@@ -579,6 +593,14 @@ impl LogStore for RedbStore {
         self.submit(Op::Purge, 64, |meta| {
             meta.check_purge(start)?;
             meta.apply_purge(start);
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn reset(&self, start: OffsetAndEpoch) -> Result<(), StorageError> {
+        self.submit(Op::Reset, 64, |meta| {
+            meta.apply_reset(start);
             Ok(true)
         })
         .await

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use raft_core::message::RpcKind;
 
-const KINDS: usize = 7;
+const KINDS: usize = 8;
 
 fn kind_index(kind: RpcKind) -> usize {
     match kind {
@@ -16,6 +16,7 @@ fn kind_index(kind: RpcKind) -> usize {
         RpcKind::DescribeQuorum => 4,
         RpcKind::ReadIndex => 5,
         RpcKind::Forward => 6,
+        RpcKind::FetchSnapshot => 7,
     }
 }
 
@@ -129,6 +130,7 @@ impl Metrics {
             describe_quorum: load(&a[4]),
             read_index: load(&a[5]),
             forward: load(&a[6]),
+            fetch_snapshot: load(&a[7]),
         };
         let e = &self.errors;
         MetricsSnapshot {
@@ -174,6 +176,8 @@ pub struct RpcCounts {
     pub read_index: u64,
     /// Forwarded writes.
     pub forward: u64,
+    /// FetchSnapshot.
+    pub fetch_snapshot: u64,
 }
 
 impl RpcCounts {
@@ -187,6 +191,7 @@ impl RpcCounts {
             RpcKind::DescribeQuorum => self.describe_quorum,
             RpcKind::ReadIndex => self.read_index,
             RpcKind::Forward => self.forward,
+            RpcKind::FetchSnapshot => self.fetch_snapshot,
         }
     }
 
@@ -199,6 +204,7 @@ impl RpcCounts {
             + self.describe_quorum
             + self.read_index
             + self.forward
+            + self.fetch_snapshot
     }
 }
 

@@ -86,6 +86,7 @@ fn main() {
     // Client operations checked, and key histories too large for the checker's step bound.
     let checked = Arc::new(AtomicU64::new(0));
     let inconclusive = Arc::new(AtomicU64::new(0));
+    let installs = Arc::new(AtomicU64::new(0));
     let started = std::time::Instant::now();
     let workers: Vec<_> = (0..args.threads)
         .map(|_| {
@@ -94,6 +95,7 @@ fn main() {
             let committed = Arc::clone(&committed);
             let checked = Arc::clone(&checked);
             let inconclusive = Arc::clone(&inconclusive);
+            let installs = Arc::clone(&installs);
             let (voters, observers, verbose, single) = (
                 args.voters,
                 args.observers,
@@ -115,6 +117,7 @@ fn main() {
                     committed.fetch_add(report.committed, Ordering::Relaxed);
                     checked.fetch_add(report.operations, Ordering::Relaxed);
                     inconclusive.fetch_add(report.inconclusive, Ordering::Relaxed);
+                    installs.fetch_add(report.snapshots_installed, Ordering::Relaxed);
                     if verbose || single {
                         println!(
                             "seed {seed}: committed {} acked {} ops {} inconclusive {} max epoch {} events {} faults {:?}",
@@ -152,10 +155,11 @@ fn main() {
     let v = violations.load(Ordering::Relaxed);
     println!(
         "sim: {total} seeds, {v} violations ({} records committed, {} client operations \
-         checked, {} key histories beyond the checker's bound, {:.1}s)",
+         checked, {} key histories beyond the checker's bound, {} snapshots installed, {:.1}s)",
         committed.load(Ordering::Relaxed),
         checked.load(Ordering::Relaxed),
         inconclusive.load(Ordering::Relaxed),
+        installs.load(Ordering::Relaxed),
         started.elapsed().as_secs_f64()
     );
     std::process::exit(if v == 0 { 0 } else { 1 });

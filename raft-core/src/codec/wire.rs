@@ -6,7 +6,8 @@
 //! ```text
 //! version u8    WIRE_VERSION
 //! kind    u8    0x01..=0x06 requests (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch,
-//!               DescribeQuorum, ReadIndex), 0x07 Forward, 0x81..=0x87 the matching responses,
+//!               DescribeQuorum, ReadIndex), 0x07 Forward, 0x08 FetchSnapshot, 0x81..=0x88
+//!               the matching responses,
 //!               0xFF a version refusal (see below)
 //! fields        per message, in declaration order
 //! ```
@@ -18,7 +19,7 @@
 //! Offset, ReadBarrier, u64 u64
 //! bool                     u8, 0 or 1
 //! Option<T>                u8 tag (0 = none, 1 = some) then T
-//! Option<ErrorCode>        u8: 0 = none, 1..=8 the codes in declaration order
+//! Option<ErrorCode>        u8: 0 = none, 1..=13 the codes in declaration order
 //! Duration                 u64 seconds then u32 nanoseconds (< 1e9)
 //! list                     u32 count then the items
 //! Record                   the record codec (`super::encode_record`), CRC included
@@ -42,14 +43,14 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::{decode_record, encode_record, DecodeError, RECORD_HEADER_LEN};
 use crate::message::{
     BeginQuorumEpochRequest, DescribeQuorumRequest, DescribeQuorumResponse, EndQuorumEpochRequest,
-    EpochResponse, ErrorCode, FetchRequest, FetchResponse, ForwardRequest, ForwardResponse,
-    ReadBarrier, ReadIndexRequest, ReadIndexResponse, ReplicaProgress, Request, Response,
-    VoteRequest, VoteResponse,
+    EpochResponse, ErrorCode, FetchRequest, FetchResponse, FetchSnapshotRequest,
+    FetchSnapshotResponse, ForwardRequest, ForwardResponse, ReadBarrier, ReadIndexRequest,
+    ReadIndexResponse, ReplicaProgress, Request, Response, VoteRequest, VoteResponse,
 };
 use crate::types::{Epoch, Offset, OffsetAndEpoch, Record, ReplicaId};
 
 /// The wire version this build writes and the only one it reads.
-pub const WIRE_VERSION: u8 = 1;
+pub const WIRE_VERSION: u8 = 2;
 
 /// The kind tag of a version refusal frame.
 pub const KIND_VERSION_REFUSED: u8 = 0xFF;
@@ -64,6 +65,7 @@ const REQ_FETCH: u8 = 0x04;
 const REQ_DESCRIBE_QUORUM: u8 = 0x05;
 const REQ_READ_INDEX: u8 = 0x06;
 const REQ_FORWARD: u8 = 0x07;
+const REQ_FETCH_SNAPSHOT: u8 = 0x08;
 const RESP_FLAG: u8 = 0x80;
 
 /// The smallest encoding of one [`ReplicaProgress`]: id plus two absent options.
@@ -155,6 +157,14 @@ pub fn encode_request(request: &Request, out: &mut BytesMut) {
             out.put_u8(REQ_FORWARD);
             put_bytes(out, &r.payload);
         }
+        Request::FetchSnapshot(r) => {
+            out.put_u8(REQ_FETCH_SNAPSHOT);
+            put_epoch(out, r.epoch);
+            put_replica(out, r.replica);
+            put_offset_and_epoch(out, r.snapshot);
+            out.put_u64_le(r.position);
+            out.put_u32_le(r.max_bytes);
+        }
     }
 }
 
@@ -185,6 +195,7 @@ pub fn encode_response(response: &Response, out: &mut BytesMut) {
             put_opt(out, r.high_watermark, |o, v| o.put_u64_le(v.0));
             put_opt(out, r.diverging, put_offset_and_epoch);
             out.put_u64_le(r.read_barrier.0);
+            put_opt(out, r.snapshot, put_offset_and_epoch);
             put_count(out, r.records.len());
             let bytes: usize = r.records.iter().map(Record::encoded_len).sum();
             out.reserve(bytes);
@@ -221,6 +232,17 @@ pub fn encode_response(response: &Response, out: &mut BytesMut) {
             put_opt(out, r.leader, put_replica);
             put_opt(out, r.committed, put_offset_and_epoch);
             put_bytes(out, &r.response);
+        }
+        Response::FetchSnapshot(r) => {
+            out.put_u8(RESP_FLAG | REQ_FETCH_SNAPSHOT);
+            put_error(out, r.error);
+            put_epoch(out, r.epoch);
+            put_opt(out, r.leader, put_replica);
+            put_offset_and_epoch(out, r.snapshot);
+            out.put_u64_le(r.size);
+            out.put_u32_le(r.checksum);
+            out.put_u64_le(r.position);
+            put_bytes(out, &r.data);
         }
     }
 }
@@ -283,6 +305,13 @@ pub fn decode_request(frame: Bytes, limits: &FrameLimits) -> Result<Request, Dec
         REQ_FORWARD => Request::Forward(ForwardRequest {
             payload: r.bytes("payload")?,
         }),
+        REQ_FETCH_SNAPSHOT => Request::FetchSnapshot(FetchSnapshotRequest {
+            epoch: r.epoch()?,
+            replica: r.replica()?,
+            snapshot: r.offset_and_epoch()?,
+            position: r.u64()?,
+            max_bytes: r.u32()?,
+        }),
         other => {
             return Err(DecodeError::InvalidValue {
                 what: "request kind",
@@ -326,6 +355,18 @@ pub fn decode_response(frame: Bytes, limits: &FrameLimits) -> Result<Response, D
             committed: r.opt("committed", Reader::offset_and_epoch)?,
             response: r.bytes("response")?,
         }),
+        k if k == RESP_FLAG | REQ_FETCH_SNAPSHOT => {
+            Response::FetchSnapshot(FetchSnapshotResponse {
+                error: r.error()?,
+                epoch: r.epoch()?,
+                leader: r.opt("leader", Reader::replica)?,
+                snapshot: r.offset_and_epoch()?,
+                size: r.u64()?,
+                checksum: r.u32()?,
+                position: r.u64()?,
+                data: r.bytes("data")?,
+            })
+        }
         KIND_VERSION_REFUSED => {
             // The peer reads our version byte but not our version: it names what it was sent.
             let sent = r.u8()?;
@@ -399,6 +440,8 @@ fn put_error(out: &mut BytesMut, error: Option<ErrorCode>) {
         Some(ErrorCode::WriteLost) => 9,
         Some(ErrorCode::QueueFull) => 10,
         Some(ErrorCode::TooLarge) => 11,
+        Some(ErrorCode::SnapshotNotFound) => 12,
+        Some(ErrorCode::PositionOutOfRange) => 13,
     };
     out.put_u8(code);
 }
@@ -542,6 +585,8 @@ impl<'a> Reader<'a> {
             9 => ErrorCode::WriteLost,
             10 => ErrorCode::QueueFull,
             11 => ErrorCode::TooLarge,
+            12 => ErrorCode::SnapshotNotFound,
+            13 => ErrorCode::PositionOutOfRange,
             other => {
                 return Err(DecodeError::InvalidValue {
                     what: "error code",
@@ -619,6 +664,7 @@ impl<'a> Reader<'a> {
         let high_watermark = self.opt("high_watermark", Reader::offset)?;
         let diverging = self.opt("diverging", Reader::offset_and_epoch)?;
         let read_barrier = ReadBarrier(self.u64()?);
+        let snapshot = self.opt("snapshot", Reader::offset_and_epoch)?;
         let count = self.count("records", RECORD_HEADER_LEN, self.limits.records_max)?;
         let mut records = Vec::with_capacity(count);
         for _ in 0..count {
@@ -632,6 +678,7 @@ impl<'a> Reader<'a> {
             diverging,
             records,
             read_barrier,
+            snapshot,
         })
     }
 
@@ -717,6 +764,8 @@ mod tests {
             Just(Some(ErrorCode::WriteLost)),
             Just(Some(ErrorCode::QueueFull)),
             Just(Some(ErrorCode::TooLarge)),
+            Just(Some(ErrorCode::SnapshotNotFound)),
+            Just(Some(ErrorCode::PositionOutOfRange)),
         ]
     }
 
@@ -832,6 +881,22 @@ mod tests {
             vec(any::<u8>(), 0..64).prop_map(|p| Request::Forward(ForwardRequest {
                 payload: Bytes::from(p)
             })),
+            (
+                epoch(),
+                replica(),
+                offset_and_epoch(),
+                any::<u64>(),
+                any::<u32>()
+            )
+                .prop_map(|(epoch, replica, snapshot, position, max_bytes)| {
+                    Request::FetchSnapshot(FetchSnapshotRequest {
+                        epoch,
+                        replica,
+                        snapshot,
+                        position,
+                        max_bytes,
+                    })
+                }),
         ]
     }
 
@@ -852,10 +917,14 @@ mod tests {
                 proptest::option::of(offset()),
                 proptest::option::of(offset_and_epoch()),
             ),
-            (vec(record(), 0..6), any::<u64>()),
+            (
+                vec(record(), 0..6),
+                any::<u64>(),
+                proptest::option::of(offset_and_epoch()),
+            ),
         )
             .prop_map(
-                |((error, epoch, leader), (high_watermark, diverging), (records, b))| {
+                |((error, epoch, leader), (high_watermark, diverging), (records, b, snapshot))| {
                     Response::Fetch(FetchResponse {
                         error,
                         epoch,
@@ -864,6 +933,7 @@ mod tests {
                         diverging,
                         records,
                         read_barrier: ReadBarrier(b),
+                        snapshot,
                     })
                 },
             )
@@ -939,6 +1009,25 @@ mod tests {
                         response: Bytes::from(response),
                     })
                 }),
+            (
+                (error_code(), epoch(), proptest::option::of(replica())),
+                (offset_and_epoch(), any::<u64>(), any::<u32>(), any::<u64>()),
+                vec(any::<u8>(), 0..64)
+            )
+                .prop_map(
+                    |((error, epoch, leader), (snapshot, size, checksum, position), data)| {
+                        Response::FetchSnapshot(FetchSnapshotResponse {
+                            error,
+                            epoch,
+                            leader,
+                            snapshot,
+                            size,
+                            checksum,
+                            position,
+                            data: Bytes::from(data),
+                        })
+                    }
+                ),
         ]
     }
 
@@ -1083,6 +1172,7 @@ mod tests {
             diverging: None,
             records: vec![],
             read_barrier: ReadBarrier(0),
+            snapshot: None,
         });
         let mut bytes = response_frame(&resp).to_vec();
         let n = bytes.len();
@@ -1142,6 +1232,7 @@ mod tests {
                 payload: Bytes::from(vec![7; 5000]),
             }],
             read_barrier: ReadBarrier(0),
+            snapshot: None,
         });
         let err = decode_response(response_frame(&resp), &small_limits()).unwrap_err();
         assert!(
@@ -1165,6 +1256,7 @@ mod tests {
                 payload: Bytes::from_static(b"hello"),
             }],
             read_barrier: ReadBarrier(3),
+            snapshot: None,
         });
         let frame = response_frame(&resp);
         let range = frame.as_ptr_range();

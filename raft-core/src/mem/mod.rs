@@ -1,8 +1,8 @@
-//! In-memory adapters for the `io` traits: a log and an election store ([`storage`]) and a
+//! In-memory adapters for the `io` traits: a log, an election store and a snapshot store ([`storage`]) and a
 //! transport ([`transport`]). Tests, the simulator and examples use them; they keep everything in
 //! memory and have no crash model of their own.
 
 pub mod storage;
 pub mod transport;
 
-pub use storage::{MemElectionStore, MemLog};
+pub use storage::{MemElectionStore, MemLog, MemSnapshots};

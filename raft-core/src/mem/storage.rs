@@ -1,4 +1,5 @@
-//! An in-memory log ([`MemLog`]) and election store ([`MemElectionStore`]), plus the log
+//! An in-memory log ([`MemLog`]), election store ([`MemElectionStore`]) and snapshot store
+//! ([`MemSnapshots`]), plus the log
 //! bookkeeping every backend shares ([`LogMeta`]) and the helpers that store records as batches
 //! of codec-encoded bytes.
 //!
@@ -17,7 +18,9 @@ use async_trait::async_trait;
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::codec::{decode_record, encode_record, DecodeError, RECORD_HEADER_LEN};
-use crate::io::{ElectionStore, EpochStart, LogState, LogStore, StorageError};
+use crate::io::{
+    ElectionStore, EpochStart, LogState, LogStore, SnapshotMeta, SnapshotStore, StorageError,
+};
 use crate::types::{ElectionState, Epoch, Offset, OffsetAndEpoch, Record, ReplicaId};
 
 /// The version of the [`LogMeta`] and election-state encodings.
@@ -54,6 +57,7 @@ impl LogMeta {
             start: self.start,
             end: OffsetAndEpoch::new(self.end, self.end_epoch),
             epochs: self.epochs.clone(),
+            start_epoch: self.base_epoch,
         }
     }
 
@@ -168,6 +172,16 @@ impl LogMeta {
             self.epochs[0].start = start;
         }
         self.start = start;
+    }
+
+    /// Empties the log and restarts it at `start.offset`, the record before which has epoch
+    /// `start.epoch` (installing a snapshot).
+    pub fn apply_reset(&mut self, start: OffsetAndEpoch) {
+        self.start = start.offset;
+        self.end = start.offset;
+        self.end_epoch = start.epoch;
+        self.base_epoch = start.epoch;
+        self.epochs.clear();
     }
 
     /// Encodes the bookkeeping with a format version and a checksum.
@@ -739,6 +753,132 @@ impl LogStore for MemLog {
         data.meta.apply_purge(start);
         Ok(())
     }
+
+    async fn reset(&self, start: OffsetAndEpoch) -> Result<(), StorageError> {
+        self.check_poisoned()?;
+        let mut data = lock(&self.data);
+        self.write_fault()?;
+        data.batches.clear();
+        data.meta.apply_reset(start);
+        Ok(())
+    }
+}
+
+/// An in-memory [`SnapshotStore`] keeping the newest two complete snapshots.
+/// [`MemSnapshots::reopen`] plays a restart: complete snapshots stay, a partial download is
+/// gone.
+#[derive(Debug, Default)]
+pub struct MemSnapshots {
+    complete: Arc<Mutex<Vec<(SnapshotMeta, Bytes)>>>,
+    partial: Mutex<Option<(OffsetAndEpoch, Vec<u8>)>>,
+}
+
+/// Complete snapshots the in-memory store keeps.
+const MEM_SNAPSHOTS_KEPT: usize = 2;
+
+impl MemSnapshots {
+    /// An empty store.
+    pub fn new() -> Self {
+        MemSnapshots::default()
+    }
+
+    /// A new handle over the same complete snapshots, without the partial download.
+    pub fn reopen(&self) -> MemSnapshots {
+        MemSnapshots {
+            complete: self.complete.clone(),
+            partial: Mutex::new(None),
+        }
+    }
+
+    fn insert(&self, meta: SnapshotMeta, data: Bytes) {
+        let mut complete = lock(&self.complete);
+        complete.retain(|(m, _)| m.id != meta.id);
+        complete.push((meta, data));
+        complete.sort_by_key(|(m, _)| m.id);
+        let excess = complete.len().saturating_sub(MEM_SNAPSHOTS_KEPT);
+        complete.drain(..excess);
+    }
+
+    fn find(&self, id: OffsetAndEpoch) -> Option<(SnapshotMeta, Bytes)> {
+        lock(&self.complete)
+            .iter()
+            .find(|(m, _)| m.id == id)
+            .cloned()
+    }
+}
+
+#[async_trait]
+impl SnapshotStore for MemSnapshots {
+    async fn latest(&self) -> Result<Option<SnapshotMeta>, StorageError> {
+        Ok(lock(&self.complete).last().map(|(m, _)| *m))
+    }
+
+    async fn save(&self, id: OffsetAndEpoch, data: Bytes) -> Result<SnapshotMeta, StorageError> {
+        let meta = SnapshotMeta::of(id, &data);
+        self.insert(meta, data);
+        Ok(meta)
+    }
+
+    async fn read(
+        &self,
+        id: OffsetAndEpoch,
+        position: u64,
+        max_bytes: u32,
+    ) -> Result<Option<(SnapshotMeta, Bytes)>, StorageError> {
+        Ok(self
+            .find(id)
+            .map(|(meta, data)| (meta, snapshot_chunk(&data, position, max_bytes))))
+    }
+
+    async fn load(&self, id: OffsetAndEpoch) -> Result<Option<Bytes>, StorageError> {
+        Ok(self.find(id).map(|(_, data)| data))
+    }
+
+    async fn write_partial(
+        &self,
+        id: OffsetAndEpoch,
+        position: u64,
+        data: Bytes,
+    ) -> Result<(), StorageError> {
+        let mut partial = lock(&self.partial);
+        if position == 0 {
+            *partial = Some((id, Vec::new()));
+        }
+        match partial.as_mut() {
+            Some((pid, bytes)) if *pid == id && bytes.len() as u64 == position => {
+                bytes.extend_from_slice(&data);
+                Ok(())
+            }
+            _ => Err(StorageError::Invalid(format!(
+                "snapshot chunk for {id:?} at {position} does not continue the download"
+            ))),
+        }
+    }
+
+    async fn finish_partial(
+        &self,
+        id: OffsetAndEpoch,
+        size: u64,
+        checksum: u32,
+    ) -> Result<Option<SnapshotMeta>, StorageError> {
+        let Some((pid, bytes)) = lock(&self.partial).take() else {
+            return Ok(None);
+        };
+        let meta = SnapshotMeta::of(pid, &bytes);
+        if pid != id || meta.size != size || meta.checksum != checksum {
+            return Ok(None);
+        }
+        self.insert(meta, Bytes::from(bytes));
+        Ok(Some(meta))
+    }
+}
+
+/// The bytes of `data` from `position`, at most `max_bytes` (empty past the end).
+pub fn snapshot_chunk(data: &Bytes, position: u64, max_bytes: u32) -> Bytes {
+    let len = data.len() as u64;
+    let from = position.min(len) as usize;
+    let to = position.saturating_add(u64::from(max_bytes)).min(len) as usize;
+    data.slice(from..to)
 }
 
 /// An in-memory [`ElectionStore`]. [`MemElectionStore::reopen`] makes a new handle over the

@@ -297,6 +297,8 @@ impl Replica {
             .iter()
             .map(|v| (*v, Default::default()))
             .collect();
+        // A leader never installs a snapshot: its log is the one others catch up with.
+        self.abandon_download();
         self.role = RoleState::Leader(Box::new(LeaderState {
             epoch_start,
             established: false,

@@ -15,6 +15,8 @@ pub struct LogSeq(pub u64);
 #[derive(Debug)]
 pub(crate) struct LogView {
     pub(crate) start: Offset,
+    /// The epoch of record `start - 1` (purged or covered by a snapshot); 0 when `start` is 0.
+    pub(crate) start_epoch: Epoch,
     pub(crate) end: Offset,
     /// Ascending by epoch and by start; every epoch here has at least one record in the log.
     pub(crate) epochs: Vec<EpochStart>,
@@ -36,6 +38,7 @@ impl LogView {
         epochs.dedup_by_key(|e| e.epoch);
         LogView {
             start: state.start,
+            start_epoch: state.start_epoch,
             end: state.end.offset,
             epochs,
             durable_end: state.end.offset,
@@ -45,7 +48,7 @@ impl LogView {
     }
 
     pub(crate) fn last_epoch(&self) -> Epoch {
-        self.epochs.last().map_or(Epoch::ZERO, |e| e.epoch)
+        self.epochs.last().map_or(self.start_epoch, |e| e.epoch)
     }
 
     pub(crate) fn end_and_epoch(&self) -> OffsetAndEpoch {
@@ -54,10 +57,15 @@ impl LogView {
 
     /// KRaft's `endOffsetForEpoch`: the largest epoch `e' <= epoch` in the log and the offset
     /// where it ends (the start of the next epoch, or the log end). `(0, start)` when the log
-    /// has no epoch that old.
+    /// has no epoch that old. Below the log start only the epoch of record `start - 1` is
+    /// known: an epoch older than that also answers `(start, 0)`, which on a log with a purged
+    /// prefix means "ask for the snapshot".
     pub(crate) fn end_offset_for_epoch(&self, epoch: Epoch) -> OffsetAndEpoch {
         let idx = self.epochs.partition_point(|e| e.epoch <= epoch);
         if idx == 0 {
+            if self.start > Offset::ZERO && epoch >= self.start_epoch {
+                return OffsetAndEpoch::new(self.start, self.start_epoch);
+            }
             let first = self.epochs.first().map_or(self.end, |e| e.start);
             return OffsetAndEpoch::new(first, Epoch::ZERO);
         }
@@ -118,6 +126,43 @@ impl LogView {
         }
         let seq = self.next_seq();
         self.pending.push_back((seq, end));
+        seq
+    }
+
+    /// Records a purge of the records before `start` (covered by a snapshot).
+    pub(crate) fn purge(&mut self, start: Offset) -> LogSeq {
+        assert!(
+            start > self.start && start <= self.end,
+            "a purge moves the start forward inside the log"
+        );
+        self.start_epoch = self
+            .epoch_at(Offset(start.0 - 1))
+            .expect("every offset in the log has an epoch");
+        let idx = self.epochs.partition_point(|e| e.start <= start);
+        if start == self.end {
+            self.epochs.clear();
+        } else {
+            self.epochs.drain(..idx - 1);
+            self.epochs[0].start = start;
+        }
+        self.start = start;
+        let seq = self.next_seq();
+        self.pending.push_back((seq, self.end));
+        seq
+    }
+
+    /// Records the replacement of the whole log by a snapshot ending at `start`.
+    pub(crate) fn reset(&mut self, start: OffsetAndEpoch) -> LogSeq {
+        self.start = start.offset;
+        self.start_epoch = start.epoch;
+        self.end = start.offset;
+        self.epochs.clear();
+        self.durable_end = self.durable_end.min(start.offset);
+        for (_, op_end) in self.pending.iter_mut() {
+            *op_end = (*op_end).min(start.offset);
+        }
+        let seq = self.next_seq();
+        self.pending.push_back((seq, start.offset));
         seq
     }
 

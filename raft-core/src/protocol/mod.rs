@@ -23,6 +23,12 @@
 //!      responses (a response may ask the driver to fill in records from the log).
 //!    * [`Outputs::committed`]: the new high watermark; apply the log up to it, in order, and
 //!      step [`Input::Applied`].
+//!    * [`Outputs::snapshot`]: write the chunks of a snapshot download, in order; on
+//!      [`SnapshotOp::Finish`] verify and complete it, then step [`Input::SnapshotDownloaded`].
+//!    * [`Outputs::restore`]: load this snapshot into the state machine before applying
+//!      anything at or after its end offset (it comes with a [`LogOp::Reset`]).
+//!    * After taking and durably saving a snapshot of the applied state, step
+//!      [`Input::SnapshotTaken`]; the core then purges the log prefix it covers.
 //!    * [`Outputs::events`]: role changes and lost proposals, for the embedding application.
 
 mod election;
@@ -30,6 +36,7 @@ mod log;
 mod read;
 mod replication;
 mod rng;
+mod snapshot;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -101,6 +108,17 @@ pub enum Input {
         /// Give up (with a retriable error) at this time.
         deadline: Instant,
     },
+    /// The driver saved a snapshot of the state machine covering every record below
+    /// `id.offset` (at most the applied offset), durably.
+    SnapshotTaken(OffsetAndEpoch),
+    /// The download of snapshot `id` finished: `verified` when its size and checksum matched
+    /// and it is now stored complete and durable.
+    SnapshotDownloaded {
+        /// The snapshot.
+        id: OffsetAndEpoch,
+        /// Whether it is complete and intact.
+        verified: bool,
+    },
 }
 
 /// A message for the driver to send.
@@ -123,8 +141,50 @@ pub enum Outgoing {
         id: RequestId,
         /// The response.
         response: Response,
-        /// For a fetch response: read these records from the log into `response.records`.
-        records: Option<RecordRange>,
+        /// Data the driver adds from storage before sending.
+        fill: Option<Fill>,
+    },
+}
+
+/// Data the driver reads from storage into a response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fill {
+    /// A fetch response's records, into `FetchResponse::records`.
+    Records(RecordRange),
+    /// A FetchSnapshot response's chunk, into `data`, with the snapshot's `size` and
+    /// `checksum`; when the snapshot is not held (or the position is past its end) the driver
+    /// answers `SnapshotNotFound` (or `PositionOutOfRange`) instead.
+    SnapshotChunk {
+        /// The snapshot.
+        id: OffsetAndEpoch,
+        /// The first byte.
+        position: u64,
+        /// At most this many bytes.
+        max_bytes: u32,
+    },
+}
+
+/// A step of a snapshot download, for the driver's snapshot store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SnapshotOp {
+    /// Write `data` at `position` of the download of `id` (position 0 starts over).
+    Write {
+        /// The snapshot.
+        id: OffsetAndEpoch,
+        /// Where the bytes go.
+        position: u64,
+        /// The bytes.
+        data: Bytes,
+    },
+    /// Every byte was written: verify the size and checksum, complete the snapshot durably,
+    /// and step [`Input::SnapshotDownloaded`].
+    Finish {
+        /// The snapshot.
+        id: OffsetAndEpoch,
+        /// Its size.
+        size: u64,
+        /// Its CRC-32.
+        checksum: u32,
     },
 }
 
@@ -155,6 +215,21 @@ pub enum LogOp {
         seq: LogSeq,
         /// The new end offset.
         end: Offset,
+    },
+    /// Remove every record before `start` (a snapshot covers them); may be lazy.
+    Purge {
+        /// Sequence number for `Input::LogPersisted`.
+        seq: LogSeq,
+        /// The new start offset.
+        start: Offset,
+    },
+    /// Discard the whole log and restart it, empty, at `start.offset` (an installed
+    /// snapshot's end; `start.epoch` is the epoch of the record before it).
+    Reset {
+        /// Sequence number for `Input::LogPersisted`.
+        seq: LogSeq,
+        /// The snapshot's id.
+        start: OffsetAndEpoch,
     },
 }
 
@@ -217,6 +292,10 @@ pub struct Outputs {
     pub committed: Option<Offset>,
     /// Notable events.
     pub events: Vec<Event>,
+    /// Steps of a snapshot download.
+    pub snapshot: Vec<SnapshotOp>,
+    /// Restore the state machine from this (downloaded) snapshot before applying further.
+    pub restore: Option<OffsetAndEpoch>,
 }
 
 impl Outputs {
@@ -227,6 +306,8 @@ impl Outputs {
         self.messages.clear();
         self.committed = None;
         self.events.clear();
+        self.snapshot.clear();
+        self.restore = None;
     }
 
     /// Whether nothing was produced.
@@ -236,6 +317,8 @@ impl Outputs {
             && self.messages.is_empty()
             && self.committed.is_none()
             && self.events.is_empty()
+            && self.snapshot.is_empty()
+            && self.restore.is_none()
     }
 }
 
@@ -288,6 +371,13 @@ pub struct Stats {
     pub inconsistent_leaders: u64,
     /// Elections started (pre-vote rounds and candidacies).
     pub elections: u64,
+    /// Snapshot ids or chunks that could not be used (not ahead of the high watermark, out of
+    /// order, or inconsistent with the download).
+    pub bad_snapshots: u64,
+    /// Snapshot downloads that failed verification and restarted.
+    pub snapshot_restarts: u64,
+    /// Snapshots installed from a leader.
+    pub snapshots_installed: u64,
 }
 
 /// A snapshot of the replica's state for status pages and tests.
@@ -305,6 +395,10 @@ pub struct Status {
     pub high_watermark: Offset,
     /// Log end offset and last epoch.
     pub log_end: OffsetAndEpoch,
+    /// The first offset in the log.
+    pub log_start: Offset,
+    /// The newest snapshot this replica holds.
+    pub snapshot: Option<OffsetAndEpoch>,
     /// Durable log end offset.
     pub durable_end: Offset,
     /// Applied offset reported by the driver.
@@ -454,11 +548,16 @@ pub struct Replica {
     stats: Stats,
     reads: Reads,
     started_at: Instant,
+    /// The newest complete snapshot held (taken here or installed).
+    snapshot: Option<OffsetAndEpoch>,
+    /// A snapshot download in progress; it survives leader changes.
+    download: Option<snapshot::Download>,
 }
 
 impl Replica {
-    /// Creates a replica from its durable election state and its log, as loaded from storage.
-    /// `seed` drives every random choice (election timeouts); `now` starts the timers.
+    /// Creates a replica from its durable election state, its log and its newest snapshot, as
+    /// loaded from storage. `seed` drives every random choice (election timeouts); `now` starts
+    /// the timers.
     ///
     /// KRaft start-up rules: a replica that was leader comes back Resigned in the same epoch
     /// (KAFKA-10527: it must not lead that epoch again, its unsynced tail may be gone), one that
@@ -468,10 +567,15 @@ impl Replica {
         cfg: ValidatedConfig,
         election: Option<ElectionState>,
         log: &LogState,
+        snapshot: Option<OffsetAndEpoch>,
         seed: u64,
         now: Instant,
     ) -> Replica {
         let log = LogView::new(log);
+        assert!(
+            snapshot.map_or(log.start == Offset::ZERO, |s| log.start <= s.offset),
+            "a purged log prefix is covered by a snapshot"
+        );
         let mut election = election.unwrap_or_default();
         if election.epoch < log.last_epoch() {
             election = ElectionState {
@@ -495,7 +599,8 @@ impl Replica {
                 probing: false,
             },
             log,
-            high_watermark: Offset::ZERO,
+            // Everything a snapshot covers was committed.
+            high_watermark: snapshot.map_or(Offset::ZERO, |s| s.offset),
             applied: Offset::ZERO,
             next_request: 1,
             in_flight: BTreeMap::new(),
@@ -503,6 +608,8 @@ impl Replica {
             stats: Stats::default(),
             reads: Reads::default(),
             started_at: now,
+            snapshot,
+            download: None,
         };
         replica.start(now);
         replica
@@ -558,6 +665,10 @@ impl Replica {
             Input::Resign => self.resign(now, out),
             Input::Read { id, mode, deadline } => {
                 self.read(now, LocalRead { id, mode, deadline }, out)
+            }
+            Input::SnapshotTaken(id) => self.snapshot_taken(id, out),
+            Input::SnapshotDownloaded { id, verified } => {
+                self.snapshot_downloaded(now, id, verified, out)
             }
         }
         self.poll_timers(now, out);
@@ -748,6 +859,8 @@ impl Replica {
             leader: self.leader(),
             high_watermark: self.high_watermark,
             log_end: self.log.end_and_epoch(),
+            log_start: self.log.start,
+            snapshot: self.snapshot,
             durable_end: self.log.durable_end,
             applied: self.applied,
             voters,
@@ -789,7 +902,7 @@ impl Replica {
                 to,
                 id,
                 response,
-                records: None,
+                fill: None,
             },
             out,
         );
@@ -893,6 +1006,7 @@ impl Replica {
                 self.respond(from, id, Response::DescribeQuorum(resp), out);
             }
             Request::ReadIndex(req) => self.handle_read_index(now, from, id, req, out),
+            Request::FetchSnapshot(req) => self.handle_fetch_snapshot(now, from, id, req, out),
             Request::Forward(_) => {
                 // Forwarded writes are the driver's business; one reaching the core is a bug
                 // of the sender's driver.
@@ -942,6 +1056,7 @@ impl Replica {
                 }
             }
             Response::Fetch(r) => self.handle_fetch_response(now, from, r, out),
+            Response::FetchSnapshot(r) => self.handle_fetch_snapshot_response(now, from, r, out),
             Response::ReadIndex(r) => self.handle_read_index_response(now, id, r),
             Response::DescribeQuorum(_) | Response::Forward(_) => {}
         }
@@ -968,7 +1083,7 @@ impl Replica {
             | (RoleState::Candidate { tally, .. }, RpcKind::Vote) => {
                 tally.retry_at.insert(to, retry);
             }
-            (RoleState::Follower(f), RpcKind::Fetch) => {
+            (RoleState::Follower(f), RpcKind::Fetch | RpcKind::FetchSnapshot) => {
                 f.fetch_in_flight = false;
                 f.next_fetch_at = retry;
             }
@@ -1032,7 +1147,7 @@ impl Replica {
                         return false;
                     }
                     self.become_follower(now, epoch, l, out);
-                    return matches!(response, Response::Fetch(_));
+                    return matches!(response, Response::Fetch(_) | Response::FetchSnapshot(_));
                 }
                 Some(known) if known != l => {
                     self.report_inconsistent(from, epoch, leader, out);

@@ -3,8 +3,8 @@
 //! append; the leader's batch accumulator and its periodic duties.
 
 use super::{
-    Event, LeaderState, LogOp, Outgoing, Outputs, ParkedFetch, Progress, RecordRange, Replica,
-    RoleState,
+    Event, Fill, LeaderState, LogOp, Outgoing, Outputs, ParkedFetch, Progress, RecordRange,
+    Replica, RoleState,
 };
 use crate::message::{
     ErrorCode, FetchRequest, FetchResponse, ReadBarrier, Request, RequestId, Response,
@@ -21,6 +21,7 @@ impl Replica {
             diverging: None,
             records: Vec::new(),
             read_barrier: ReadBarrier::default(),
+            snapshot: None,
         }
     }
 
@@ -37,7 +38,7 @@ impl Replica {
         if !matches!(self.role, RoleState::Leader(_)) {
             return Err(ErrorCode::NotLeader);
         }
-        if req.last_fetched_epoch > req.epoch || req.fetch_offset < self.log.start {
+        if req.last_fetched_epoch > req.epoch {
             return Err(ErrorCode::InvalidRequest);
         }
         if !self.cfg.voters.contains(&from) && !self.cfg.observers.contains(&from) {
@@ -61,6 +62,23 @@ impl Replica {
         }
         // KRaft's log validation (the pull form of AppendEntries' consistency check).
         let end = self.log.end_offset_for_epoch(req.last_fetched_epoch);
+        let purged = self.log.start > Offset::ZERO
+            && (req.fetch_offset < self.log.start || end.epoch == crate::Epoch::ZERO);
+        if purged {
+            // KIP-630: the records the fetcher needs (or needs to compare) are gone; it must
+            // install the snapshot that replaced them.
+            self.leader_record_contact(now, from);
+            let resp = match self.snapshot {
+                Some(id) => {
+                    let mut resp = self.fetch_ok_response();
+                    resp.snapshot = Some(id);
+                    resp
+                }
+                None => self.fetch_error(ErrorCode::SnapshotNotFound),
+            };
+            self.respond(from, id, Response::Fetch(resp), out);
+            return;
+        }
         if end.epoch != req.last_fetched_epoch || end.offset < req.fetch_offset {
             let mut resp = self.fetch_ok_response();
             resp.diverging = Some(end);
@@ -104,19 +122,15 @@ impl Replica {
     /// A valid fetch is an acknowledgement: everything below its offset is durable on the
     /// fetcher. It also counts as contact for check-quorum.
     fn leader_record_fetch(&mut self, now: Instant, from: ReplicaId, req: &FetchRequest) {
-        let majority = self.cfg.majority();
-        let cq_timeout = self.cfg.check_quorum_timeout();
+        self.leader_record_contact(now, from);
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
-        let is_voter = l.voters.contains_key(&from);
-        let progress: &mut Progress = if is_voter {
-            l.voters.get_mut(&from).expect("checked just above")
-        } else {
-            l.observers.entry(from).or_default()
+        let progress: &mut Progress = match l.voters.get_mut(&from) {
+            Some(p) => p,
+            None => l.observers.entry(from).or_default(),
         };
         progress.end = Some(req.fetch_offset);
-        progress.last_fetch = Some(now);
         progress.barrier_acked = progress.barrier_acked.max(req.read_barrier);
         // A fetch that echoes barrier b proves its sender received a response sent after b was
         // raised: that raise time anchors the lease. A fetch that merely arrives proves nothing
@@ -130,6 +144,22 @@ impl Replica {
         if let Some(t) = raised {
             progress.lease_anchor = Some(progress.lease_anchor.map_or(t, |a| a.max(t)));
         }
+    }
+
+    /// A valid Fetch or FetchSnapshot from `from`: it counts as contact for check-quorum and
+    /// for the BeginQuorumEpoch heartbeat, whatever it acknowledges.
+    pub(super) fn leader_record_contact(&mut self, now: Instant, from: ReplicaId) {
+        let majority = self.cfg.majority();
+        let cq_timeout = self.cfg.check_quorum_timeout();
+        let RoleState::Leader(l) = &mut self.role else {
+            return;
+        };
+        let is_voter = l.voters.contains_key(&from);
+        let progress: &mut Progress = match l.voters.get_mut(&from) {
+            Some(p) => p,
+            None => l.observers.entry(from).or_default(),
+        };
+        progress.last_fetch = Some(now);
         if is_voter {
             // KRaft: once majority - 1 distinct voters fetched (the leader counts itself), the
             // check-quorum window restarts.
@@ -161,6 +191,7 @@ impl Replica {
             diverging: None,
             records: Vec::new(),
             read_barrier: barrier,
+            snapshot: None,
         }
     }
 
@@ -185,7 +216,7 @@ impl Replica {
                 to,
                 id,
                 response: Response::Fetch(response),
-                records,
+                fill: records.map(Fill::Records),
             },
             out,
         );
@@ -357,6 +388,10 @@ impl Replica {
             // D4: the fetch offset acknowledges durability, so wait for the log to sync.
             return;
         }
+        if self.download.is_some() {
+            self.follower_fetch_snapshot(now, out);
+            return;
+        }
         let me = self.cfg.id;
         let req = FetchRequest {
             epoch: self.election.epoch,
@@ -444,6 +479,10 @@ impl Replica {
                 self.stats.stale_responses += 1;
                 return;
             }
+        }
+        if let Some(id) = resp.snapshot {
+            self.follower_start_download(id);
+            return;
         }
         if let Some(diverging) = resp.diverging {
             self.follower_truncate(diverging, out);

@@ -14,11 +14,11 @@ use super::checks::Checker;
 use super::linearizability::{self, Op as LinOp, OpKind, Verdict};
 use super::{Faults, RunOptions, RunReport, SimRng};
 use crate::config::{Config, ValidatedConfig};
-use crate::io::{EpochStart, LogState};
+use crate::io::{EpochStart, LogState, SnapshotMeta};
 use crate::message::{Request, RequestId, Response};
 use crate::protocol::{
-    Event, Input, LogOp, Outgoing, Outputs, PersistSeq, ProposeError, ReadFailure, ReadId,
-    ReadMode, Replica,
+    Event, Fill, Input, LogOp, Outgoing, Outputs, PersistSeq, ProposeError, ReadFailure, ReadId,
+    ReadMode, Replica, SnapshotOp,
 };
 use crate::types::{
     ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, ReplicaId, Role,
@@ -131,8 +131,19 @@ struct Host {
     incarnation: u32,
     /// Clock rate relative to true time (drift).
     rate: f64,
+    /// The log by offset. Below `log_start` the records are gone from the replica's point of
+    /// view (purged, or replaced by an installed snapshot); they stay here, equal to the
+    /// committed log, only so that the checkers can index every log by offset. Nothing the
+    /// replica asks for is ever served from there.
     log: Vec<Record>,
+    log_start: Offset,
     durable_log: Vec<Record>,
+    durable_start: Offset,
+    /// Complete snapshots (durable) and the download in progress (lost on a crash).
+    snapshots: Vec<(SnapshotMeta, Bytes)>,
+    partial: Option<(OffsetAndEpoch, Vec<u8>)>,
+    /// Applied records since the last local snapshot.
+    since_snapshot: u64,
     pending_ops: VecDeque<LogOp>,
     log_sync_scheduled: bool,
     election: Option<ElectionState>,
@@ -180,6 +191,8 @@ pub struct Cluster {
     sequential: BTreeMap<(usize, u32), Offset>,
     /// Histories the checker could not decide within its step bound.
     inconclusive: u64,
+    /// Snapshots installed by any replica.
+    installs: u64,
     acknowledged: u64,
     next_partition: Duration,
     next_crash: Duration,
@@ -217,6 +230,9 @@ impl Cluster {
             cfg.lease_reads = opts.lease_reads;
             cfg.lease_drift_margin = opts.lease_drift_margin;
             cfg.test_unsafe_reads = opts.unsafe_reads;
+            cfg.snapshot_log_retention = opts.faults.snapshot_retention;
+            // Small chunks, so that downloads span leader changes and crashes.
+            cfg.snapshot_chunk_bytes = 24;
             let cfg = cfg
                 .validate()
                 .expect("the simulator's configuration is valid");
@@ -229,7 +245,12 @@ impl Cluster {
                 incarnation: 0,
                 rate,
                 log: Vec::new(),
+                log_start: Offset::ZERO,
                 durable_log: Vec::new(),
+                durable_start: Offset::ZERO,
+                snapshots: Vec::new(),
+                partial: None,
+                since_snapshot: 0,
                 pending_ops: VecDeque::new(),
                 log_sync_scheduled: false,
                 election: None,
@@ -269,6 +290,7 @@ impl Cluster {
             history: Vec::new(),
             sequential: BTreeMap::new(),
             inconclusive: 0,
+            installs: 0,
             acknowledged: 0,
             next_partition: Duration::ZERO,
             next_crash: Duration::ZERO,
@@ -581,6 +603,7 @@ impl Cluster {
             acknowledged: self.acknowledged,
             operations: self.history.len() as u64,
             inconclusive: self.inconclusive,
+            snapshots_installed: self.installs,
             max_epoch,
             events: self.events,
             trace: if options.keep_trace {
@@ -626,9 +649,41 @@ impl Cluster {
     fn start_host(&mut self, i: usize) {
         let now = self.local_time(i);
         let seed = self.rng.next_u64();
+        let latest = self.hosts[i]
+            .snapshots
+            .last()
+            .map(|(m, d)| (m.id, d.clone()));
+        if let Some((id, _)) = latest {
+            // As the driver does: a log that does not carry on from the snapshot (a crash
+            // between completing a download and resetting the log) is replaced.
+            let h = &self.hosts[i];
+            let continues = id.offset >= h.log_start
+                && (id.offset.0 as usize) <= h.log.len()
+                && (id.offset == Offset::ZERO || h.log[id.offset.0 as usize - 1].epoch == id.epoch);
+            if !continues {
+                let ghost = self.committed_prefix(id.offset);
+                let h = &mut self.hosts[i];
+                h.log = ghost.clone();
+                h.durable_log = ghost;
+                h.log_start = id.offset;
+                h.durable_start = id.offset;
+            }
+        }
         let h = &mut self.hosts[i];
-        let state = log_state(&h.log);
-        h.replica = Some(Replica::new(h.cfg.clone(), h.election, &state, seed, now));
+        if let Some((id, data)) = &latest {
+            h.kv = decode_kv(data);
+            h.kv_applied = id.offset;
+        }
+        let state = log_state(&h.log, h.log_start);
+        let snapshot = latest.map(|(id, _)| id);
+        h.replica = Some(Replica::new(
+            h.cfg.clone(),
+            h.election,
+            &state,
+            snapshot,
+            seed,
+            now,
+        ));
         h.last_hwm = Offset::ZERO;
         h.tick_at = None;
         self.step_host(i, Input::Tick);
@@ -638,6 +693,15 @@ impl Cluster {
         let torn = self.rng.chance(self.opts.faults.torn_tail);
         let keep_vote = self.rng.chance(0.5);
         let cut = self.rng.next_u64();
+        let committed = if self.hosts[i]
+            .pending_ops
+            .iter()
+            .any(|op| matches!(op, LogOp::Reset { .. }))
+        {
+            self.checker.committed().to_vec()
+        } else {
+            Vec::new()
+        };
         let h = &mut self.hosts[i];
         if h.replica.take().is_none() {
             return;
@@ -645,6 +709,7 @@ impl Cluster {
         h.incarnation += 1;
         // What reached the disk: everything synced, plus (torn) part of what was not.
         let mut disk = std::mem::take(&mut h.durable_log);
+        let mut disk_start = h.durable_start;
         if torn && !h.pending_ops.is_empty() {
             let ops = h.pending_ops.len() as u64;
             let keep = (cut % (ops + 1)) as usize;
@@ -659,12 +724,20 @@ impl Cluster {
                         disk.extend(records.iter().take(n).cloned());
                     }
                     LogOp::Truncate { end, .. } => disk.truncate(end.0 as usize),
+                    LogOp::Purge { start, .. } => disk_start = *start,
+                    LogOp::Reset { start, .. } => {
+                        disk = committed[..start.offset.0 as usize].to_vec();
+                        disk_start = start.offset;
+                    }
                 }
             }
         }
         h.pending_ops.clear();
         h.log = disk.clone();
         h.durable_log = disk;
+        h.log_start = disk_start;
+        h.partial = None;
+        h.since_snapshot = 0;
         let mut vote_landed = None;
         if let Some((_, state)) = h.election_pending.take() {
             if keep_vote {
@@ -776,9 +849,43 @@ impl Cluster {
                     h.log.extend(records.iter().cloned());
                     self.checker.on_append(self.now, id, records);
                 }
-                LogOp::Truncate { end, .. } => self.hosts[i].log.truncate(end.0 as usize),
+                LogOp::Truncate { end, .. } => {
+                    let h = &mut self.hosts[i];
+                    assert!(
+                        *end >= h.log_start,
+                        "driver contract: truncation above the start"
+                    );
+                    h.log.truncate(end.0 as usize);
+                }
+                LogOp::Purge { start, .. } => {
+                    let h = &mut self.hosts[i];
+                    let covered = h
+                        .snapshots
+                        .last()
+                        .is_some_and(|(m, _)| *start <= m.id.offset);
+                    if !covered {
+                        let msg = format!("{id} purged its log to {start} beyond its snapshot");
+                        self.checker.report(self.now, msg);
+                    }
+                    self.hosts[i].log_start = *start;
+                }
+                LogOp::Reset { start, .. } => {
+                    let ghost = self.committed_prefix(start.offset);
+                    let h = &mut self.hosts[i];
+                    h.log = ghost;
+                    h.log_start = start.offset;
+                }
             }
             self.hosts[i].pending_ops.push_back(op);
+        }
+        if let Some(id) = out.restore.take() {
+            self.restore_snapshot(i, id);
+        }
+        let snapshot_ops: Vec<SnapshotOp> = out.snapshot.drain(..).collect();
+        for op in snapshot_ops {
+            if let Some(input) = self.snapshot_op(i, op) {
+                follow_up.push(input);
+            }
         }
         self.schedule_syncs(i);
         let messages: Vec<Outgoing> = out.messages.drain(..).collect();
@@ -799,6 +906,9 @@ impl Cluster {
             self.resolve_proposals();
             // The simulated state machine applies at once.
             follow_up.push(Input::Applied(hwm));
+            if let Some(id) = self.maybe_take_snapshot(i) {
+                follow_up.push(Input::SnapshotTaken(id));
+            }
         }
         for ev in out.events.drain(..) {
             self.note_event(i, ev);
@@ -903,7 +1013,7 @@ impl Cluster {
             Outgoing::Response {
                 id,
                 mut response,
-                records,
+                fill,
                 ..
             } => {
                 let Some(inbound) = self.hosts[i].inbound.remove(&id.0) else {
@@ -915,8 +1025,26 @@ impl Cluster {
                             .on_standard_grant(self.now, from, candidate, v.epoch, durable);
                     }
                 }
-                if let (Some(range), Response::Fetch(f)) = (records, &mut response) {
-                    f.records = read_range(&self.hosts[i].log, range);
+                match (fill, &mut response) {
+                    (Some(Fill::Records(range)), Response::Fetch(f)) => {
+                        let h = &self.hosts[i];
+                        if range.from < h.log_start {
+                            let msg = format!("{from} asked to serve purged records {range:?}");
+                            self.checker.report(self.now, msg);
+                        }
+                        f.records = read_range(&h.log, range);
+                    }
+                    (
+                        Some(Fill::SnapshotChunk {
+                            id,
+                            position,
+                            max_bytes,
+                        }),
+                        Response::FetchSnapshot(r),
+                    ) => {
+                        self.fill_chunk(i, id, position, max_bytes, r);
+                    }
+                    _ => {}
                 }
                 let wire = Wire::Response {
                     id: inbound.id,
@@ -1058,6 +1186,15 @@ impl Cluster {
                         }
                         LogOp::Truncate { seq, end } => {
                             h.durable_log.truncate(end.0 as usize);
+                            last = Some(seq);
+                        }
+                        LogOp::Purge { seq, start } => {
+                            h.durable_start = start;
+                            last = Some(seq);
+                        }
+                        LogOp::Reset { seq, start } => {
+                            h.durable_log = h.log[..start.offset.0 as usize].to_vec();
+                            h.durable_start = start.offset;
                             last = Some(seq);
                         }
                     }
@@ -1263,13 +1400,162 @@ impl Cluster {
 
     fn apply_kv(&mut self, i: usize, hwm: Offset) {
         let h = &mut self.hosts[i];
+        assert!(
+            h.kv_applied >= h.log_start || h.kv_applied >= hwm,
+            "the state machine never needs purged records"
+        );
         while h.kv_applied < hwm {
             let rec = &h.log[h.kv_applied.0 as usize];
+            h.since_snapshot += 1;
             if let Some(cmd) = KvCommand::decode(&rec.payload) {
                 cmd.apply(&mut h.kv);
             }
             h.kv_applied = h.kv_applied.next();
         }
+    }
+
+    /// The committed log up to `end`, as the checker knows it (a snapshot's content).
+    fn committed_prefix(&self, end: Offset) -> Vec<Record> {
+        let committed = self.checker.committed();
+        assert!(
+            end.0 as usize <= committed.len(),
+            "a snapshot covers only committed records"
+        );
+        committed[..end.0 as usize].to_vec()
+    }
+
+    /// The key-value state after applying the committed log up to `end`.
+    fn reference_at(&self, end: Offset) -> BTreeMap<u64, u64> {
+        let mut kv = BTreeMap::new();
+        for rec in &self.checker.committed()[..end.0 as usize] {
+            if let Some(cmd) = KvCommand::decode(&rec.payload) {
+                cmd.apply(&mut kv);
+            }
+        }
+        kv
+    }
+
+    /// Takes a local snapshot when the seed's interval has passed.
+    fn maybe_take_snapshot(&mut self, i: usize) -> Option<OffsetAndEpoch> {
+        let every = self.opts.faults.snapshot_every;
+        let h = &self.hosts[i];
+        if every == 0 || h.since_snapshot < every || h.kv_applied == Offset::ZERO {
+            return None;
+        }
+        let epoch = h.log[h.kv_applied.0 as usize - 1].epoch;
+        let id = OffsetAndEpoch::new(h.kv_applied, epoch);
+        if h.snapshots.last().is_some_and(|(m, _)| m.id >= id) {
+            return None;
+        }
+        let data = encode_kv(&h.kv);
+        let h = &mut self.hosts[i];
+        h.since_snapshot = 0;
+        h.snapshots.push((SnapshotMeta::of(id, &data), data));
+        let excess = h.snapshots.len().saturating_sub(2);
+        h.snapshots.drain(..excess);
+        Some(id)
+    }
+
+    /// Restores the state machine from an installed snapshot and checks it against the
+    /// committed log.
+    fn restore_snapshot(&mut self, i: usize, id: OffsetAndEpoch) {
+        let h = &self.hosts[i];
+        let who = h.id;
+        if h.replica.as_ref().is_some_and(|r| r.role() == Role::Leader) {
+            self.checker.report(
+                self.now,
+                format!("{who} installed a snapshot while leading"),
+            );
+        }
+        let Some((_, data)) = h.snapshots.iter().find(|(m, _)| m.id == id) else {
+            self.checker
+                .report(self.now, format!("{who} restores {id} it does not hold"));
+            return;
+        };
+        let kv = decode_kv(data);
+        if kv != self.reference_at(id.offset) {
+            let msg = format!("{who} installed snapshot {id} whose state differs from the log's");
+            self.checker.report(self.now, msg);
+        }
+        let t = self.now.as_millis();
+        self.trace
+            .push(format!("{t}ms {who} installed snapshot {id}"));
+        self.installs += 1;
+        let h = &mut self.hosts[i];
+        h.kv = kv;
+        h.kv_applied = id.offset;
+        h.since_snapshot = 0;
+    }
+
+    /// The simulated snapshot store's part of a download.
+    fn snapshot_op(&mut self, i: usize, op: SnapshotOp) -> Option<Input> {
+        let h = &mut self.hosts[i];
+        match op {
+            SnapshotOp::Write { id, position, data } => {
+                if position == 0 {
+                    h.partial = Some((id, Vec::new()));
+                }
+                match h.partial.as_mut() {
+                    Some((pid, bytes)) if *pid == id && bytes.len() as u64 == position => {
+                        bytes.extend_from_slice(&data);
+                    }
+                    _ => {
+                        let msg = format!("{} wrote a chunk of {id} out of order", h.id);
+                        self.checker.report(self.now, msg);
+                    }
+                }
+                None
+            }
+            SnapshotOp::Finish { id, size, checksum } => {
+                let verified = match h.partial.take() {
+                    Some((pid, bytes)) if pid == id => {
+                        let meta = SnapshotMeta::of(id, &bytes);
+                        let ok = meta.size == size && meta.checksum == checksum;
+                        if ok {
+                            h.snapshots.retain(|(m, _)| m.id != id);
+                            h.snapshots.push((meta, Bytes::from(bytes)));
+                            h.snapshots.sort_by_key(|(m, _)| m.id);
+                            let excess = h.snapshots.len().saturating_sub(2);
+                            h.snapshots.drain(..excess);
+                        }
+                        ok
+                    }
+                    _ => false,
+                };
+                Some(Input::SnapshotDownloaded { id, verified })
+            }
+        }
+    }
+
+    /// Serves a snapshot chunk (sometimes corrupted, when the seed says so).
+    fn fill_chunk(
+        &mut self,
+        i: usize,
+        id: OffsetAndEpoch,
+        position: u64,
+        max_bytes: u32,
+        r: &mut crate::message::FetchSnapshotResponse,
+    ) {
+        let found = self.hosts[i]
+            .snapshots
+            .iter()
+            .find(|(m, _)| m.id == id)
+            .cloned();
+        let Some((meta, data)) = found else {
+            r.error = Some(crate::message::ErrorCode::SnapshotNotFound);
+            return;
+        };
+        if position > meta.size {
+            r.error = Some(crate::message::ErrorCode::PositionOutOfRange);
+            return;
+        }
+        r.size = meta.size;
+        r.checksum = meta.checksum;
+        let mut chunk = crate::mem::storage::snapshot_chunk(&data, position, max_bytes).to_vec();
+        if !chunk.is_empty() && self.faults_on && self.rng.chance(self.opts.faults.corrupt_chunk) {
+            chunk[0] ^= 0x40;
+        }
+        r.data = Bytes::from(chunk);
     }
 
     /// Checks every recorded client operation for linearizability (S13).
@@ -1419,10 +1705,10 @@ impl KvCommand {
     }
 }
 
-/// What a log store would report on opening this log.
-fn log_state(log: &[Record]) -> LogState {
+/// What a log store would report on opening this log, whose records below `start` are gone.
+fn log_state(log: &[Record], start: Offset) -> LogState {
     let mut epochs: Vec<EpochStart> = Vec::new();
-    for r in log {
+    for r in &log[start.0 as usize..] {
         if epochs.last().is_none_or(|e| e.epoch != r.epoch) {
             epochs.push(EpochStart {
                 epoch: r.epoch,
@@ -1434,11 +1720,36 @@ fn log_state(log: &[Record]) -> LogState {
         Offset(log.len() as u64),
         log.last().map_or(Epoch::ZERO, |r| r.epoch),
     );
+    let start_epoch = match start.0 {
+        0 => Epoch::ZERO,
+        s => log[s as usize - 1].epoch,
+    };
     LogState {
-        start: Offset::ZERO,
+        start,
         end,
         epochs,
+        start_epoch,
     }
+}
+
+/// The simulated state machine's snapshot encoding: the key-value pairs, in key order.
+fn encode_kv(kv: &BTreeMap<u64, u64>) -> Bytes {
+    let mut v = Vec::with_capacity(kv.len() * 16);
+    for (k, val) in kv {
+        v.extend_from_slice(&k.to_le_bytes());
+        v.extend_from_slice(&val.to_le_bytes());
+    }
+    Bytes::from(v)
+}
+
+fn decode_kv(data: &[u8]) -> BTreeMap<u64, u64> {
+    data.chunks_exact(16)
+        .map(|c| {
+            let k = u64::from_le_bytes(c[..8].try_into().expect("8 bytes"));
+            let v = u64::from_le_bytes(c[8..].try_into().expect("8 bytes"));
+            (k, v)
+        })
+        .collect()
 }
 
 /// The driver's part of a fetch response: records of the range, within the byte limit.

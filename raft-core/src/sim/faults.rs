@@ -30,6 +30,14 @@ pub struct Faults {
     pub sync_max: Duration,
     /// Largest clock rate difference between replicas, in parts per million.
     pub drift_ppm: u32,
+    /// Each replica snapshots its state machine after about this many applied records (none
+    /// when zero); the log prefix is then purged, so replicas that fall behind must install a
+    /// snapshot.
+    pub snapshot_every: u64,
+    /// Records kept in the log below a snapshot.
+    pub snapshot_retention: u64,
+    /// Probability that a served snapshot chunk is corrupted (as by a bad disk read).
+    pub corrupt_chunk: f64,
 }
 
 impl Faults {
@@ -47,6 +55,9 @@ impl Faults {
             sync_min: Duration::from_micros(200),
             sync_max: Duration::from_micros(200),
             drift_ppm: 0,
+            snapshot_every: 0,
+            snapshot_retention: 0,
+            corrupt_chunk: 0.0,
         }
     }
 
@@ -67,6 +78,10 @@ impl Faults {
             sync_min: us(rng.pick(&[50, 200])),
             sync_max: us(rng.pick(&[300, 2000, 10_000])),
             drift_ppm: rng.pick(&[0, 1_000, 20_000]) as u32,
+            // Drawn last, so that the draws above are the same as before snapshots existed.
+            snapshot_every: rng.pick(&[0, 10, 40, 150]),
+            snapshot_retention: rng.pick(&[0, 3, 30]),
+            corrupt_chunk: rng.pick(&[0.0, 0.0, 0.1]),
         }
     }
 }

@@ -65,12 +65,25 @@ impl RunOptions {
         }
     }
 
-    /// The command that replays this run.
+    /// The command that replays this run, with every override it ran with.
     pub fn replay_command(&self) -> String {
-        format!(
+        let mut cmd = format!(
             "cargo xtask sim --seed {} --voters {} --observers {}",
             self.seed, self.voters, self.observers
-        )
+        );
+        if self.unsafe_reads {
+            cmd.push_str(" --unsafe-reads");
+        }
+        if let Some(lease) = self.lease_reads {
+            cmd.push_str(&format!(" --lease {}", u8::from(lease)));
+        }
+        if let Some(margin) = self.lease_drift_margin {
+            cmd.push_str(&format!(" --lease-margin-ms {}", margin.as_millis()));
+        }
+        if let Some(ppm) = self.drift_ppm {
+            cmd.push_str(&format!(" --drift-ppm {ppm}"));
+        }
+        cmd
     }
 }
 
@@ -91,6 +104,8 @@ pub struct RunReport {
     pub operations: u64,
     /// Histories too large for the checker's step bound (not counted as violations).
     pub inconclusive: u64,
+    /// Snapshots replicas downloaded and installed.
+    pub snapshots_installed: u64,
     /// The highest epoch reached.
     pub max_epoch: u32,
     /// Events processed.
@@ -120,6 +135,7 @@ pub fn run(options: RunOptions) -> RunReport {
                 acknowledged: 0,
                 operations: 0,
                 inconclusive: 0,
+                snapshots_installed: 0,
                 max_epoch: 0,
                 events: 0,
                 trace: String::new(),

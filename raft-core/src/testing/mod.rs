@@ -1,7 +1,9 @@
 //! Conformance suites that every adapter runs from its own tests (feature `testing`): the
-//! storage suite ([`storage`]) and the transport suite ([`transport`]). Each suite is one
+//! storage suite ([`storage`]), the snapshot-store suite ([`snapshots`]) and the transport suite
+//! ([`transport`]). Each suite is one
 //! `run_all` function over a builder the adapter provides; each check is a named function so a
 //! failure says which promise of the `io` traits was broken.
 
+pub mod snapshots;
 pub mod storage;
 pub mod transport;

@@ -177,10 +177,21 @@ fn epochs(list: &[(u32, u64)]) -> Vec<EpochStart> {
 }
 
 fn log_state(start: u64, end: u64, end_epoch: u32, list: &[(u32, u64)]) -> LogState {
+    assert_eq!(
+        start, 0,
+        "a purged log states its start epoch: use `purged`"
+    );
+    purged(0, 0, end, end_epoch, list)
+}
+
+/// The state of a log whose records before `start` are gone, the last of them of epoch
+/// `start_epoch`.
+fn purged(start: u64, start_epoch: u32, end: u64, end_epoch: u32, list: &[(u32, u64)]) -> LogState {
     LogState {
         start: Offset(start),
         end: OffsetAndEpoch::new(Offset(end), Epoch(end_epoch)),
         epochs: epochs(list),
+        start_epoch: Epoch(start_epoch),
     }
 }
 
@@ -353,7 +364,7 @@ async fn purge_then_read<X: StorageFixture>(mut fx: X) -> bool {
     log.purge(Offset(7)).await.expect("purge inside a batch");
     assert_eq!(
         state(&*log).await,
-        log_state(7, 20, 2, &[(1, 7), (2, 10)]),
+        purged(7, 1, 20, 2, &[(1, 7), (2, 10)]),
         "after purge"
     );
     assert_same(
@@ -376,7 +387,7 @@ async fn purge_then_read<X: StorageFixture>(mut fx: X) -> bool {
     log.purge(Offset(20)).await.expect("purge everything");
     assert_eq!(
         state(&*log).await,
-        log_state(20, 20, 2, &[]),
+        purged(20, 2, 20, 2, &[]),
         "purged to the end"
     );
     assert!(
@@ -387,7 +398,7 @@ async fn purge_then_read<X: StorageFixture>(mut fx: X) -> bool {
     append(&*log, &more).await;
     assert_eq!(
         state(&*log).await,
-        log_state(20, 23, 3, &[(3, 20)]),
+        purged(20, 2, 23, 3, &[(3, 20)]),
         "append after purge"
     );
     drop(log);
@@ -395,7 +406,7 @@ async fn purge_then_read<X: StorageFixture>(mut fx: X) -> bool {
     let (log, _election) = open(&mut fx).await;
     assert_eq!(
         state(&*log).await,
-        log_state(20, 23, 3, &[(3, 20)]),
+        purged(20, 2, 23, 3, &[(3, 20)]),
         "purge survives reopen"
     );
     assert_same(
@@ -424,7 +435,7 @@ async fn state_persists_across_reopen<X: StorageFixture>(mut fx: X) -> bool {
     let before = state(&*log).await;
     assert_eq!(
         before,
-        log_state(4, 28, 3, &[(1, 4), (2, 12), (3, 25)]),
+        purged(4, 1, 28, 3, &[(1, 4), (2, 12), (3, 25)]),
         "before reopen"
     );
     let content = read(&*log, 4, 28, u64::MAX).await;
@@ -486,13 +497,13 @@ async fn epoch_history_after_truncation<X: StorageFixture>(mut fx: X) -> bool {
     log.purge(Offset(2)).await.expect("purge");
     assert_eq!(
         state(&*log).await,
-        log_state(2, 5, 4, &[(1, 2), (4, 3)]),
+        purged(2, 1, 5, 4, &[(1, 2), (4, 3)]),
         "history after purge"
     );
     log.purge(Offset(4)).await.expect("purge");
     assert_eq!(
         state(&*log).await,
-        log_state(4, 5, 4, &[(4, 4)]),
+        purged(4, 4, 5, 4, &[(4, 4)]),
         "epoch 1 purged"
     );
     true
@@ -777,6 +788,7 @@ async fn contract_violations_are_invalid<X: StorageFixture>(mut fx: X) -> bool {
     let mut want = before;
     want.start = Offset(2);
     want.epochs[0].start = Offset(2);
+    want.start_epoch = want.epochs[0].epoch;
     assert_eq!(state(&*log).await, want, "refused calls change nothing");
     append(&*log, &records(5, 6, 2, 8)).await;
     assert_eq!(

@@ -97,6 +97,7 @@ impl RequestHandler for SuiteHandler {
                 diverging: None,
                 records: records(r.fetch_offset, r.max_bytes as usize),
                 read_barrier: r.read_barrier,
+                snapshot: None,
             }),
             Request::ReadIndex(r) => {
                 let mut gate = self.gate.clone();

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use raft_core::driver::{DriverOptions, Node, Parts, WriteError};
 use raft_core::io::{StateMachine, StateMachineError};
 use raft_core::mem::transport::MemNetwork;
-use raft_core::mem::{MemElectionStore, MemLog};
+use raft_core::mem::{MemElectionStore, MemLog, MemSnapshots};
 use raft_core::protocol::ProposeError;
 use raft_core::{Config, Offset, Record, RecordKind, ReplicaId, Role};
 
@@ -44,6 +44,49 @@ impl StateMachine for Recorder {
         }
         Ok(())
     }
+
+    async fn snapshot(&self) -> Result<Bytes, StateMachineError> {
+        let applied = self.applied.lock().unwrap();
+        let mut out = Vec::new();
+        out.extend_from_slice(&self.next.lock().unwrap().0.to_le_bytes());
+        for (offset, payload) in applied.iter() {
+            out.extend_from_slice(&offset.to_le_bytes());
+            out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+            out.extend_from_slice(payload);
+        }
+        Ok(Bytes::from(out))
+    }
+
+    async fn restore(&self, applied: Offset, data: Bytes) -> Result<(), StateMachineError> {
+        let bad = |reason: &str| StateMachineError {
+            offset: applied,
+            reason: reason.to_string(),
+        };
+        let word = |at: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(data.get(at..at + 8)?.try_into().ok()?))
+        };
+        let next = word(0).ok_or_else(|| bad("short snapshot"))?;
+        if next != applied.0 {
+            return Err(bad("snapshot covers another offset"));
+        }
+        let mut records = Vec::new();
+        let mut at = 8;
+        while at < data.len() {
+            let offset = word(at).ok_or_else(|| bad("short entry"))?;
+            let len = data
+                .get(at + 8..at + 12)
+                .map(|b| u32::from_le_bytes(b.try_into().unwrap()) as usize)
+                .ok_or_else(|| bad("short entry"))?;
+            let payload = data
+                .get(at + 12..at + 12 + len)
+                .ok_or_else(|| bad("short payload"))?;
+            records.push((offset, Bytes::copy_from_slice(payload)));
+            at += 12 + len;
+        }
+        *self.applied.lock().unwrap() = records;
+        *self.next.lock().unwrap() = applied;
+        Ok(())
+    }
 }
 
 struct TestNode {
@@ -51,30 +94,40 @@ struct TestNode {
     sm: Arc<Recorder>,
 }
 
+fn test_config(id: ReplicaId, voters: &[ReplicaId]) -> Config {
+    let mut cfg = Config::new(id, voters.iter().copied());
+    cfg.election_timeout = Duration::from_millis(150);
+    cfg.fetch_timeout = Duration::from_millis(400);
+    cfg.fetch_max_wait = Duration::from_millis(100);
+    cfg.request_timeout = Duration::from_millis(300);
+    cfg
+}
+
+async fn start_node(net: &MemNetwork, cfg: Config) -> TestNode {
+    let sm = Arc::new(Recorder::default());
+    let id = cfg.id;
+    let parts = Parts {
+        log: Arc::new(MemLog::new()),
+        election: Arc::new(MemElectionStore::new()),
+        transport: Arc::new(net.endpoint(id)),
+        state_machine: sm.clone(),
+        snapshots: Arc::new(MemSnapshots::new()),
+    };
+    let options = DriverOptions {
+        seed: u64::from(id.0) * 7919,
+        ..DriverOptions::default()
+    };
+    let node = Node::start(cfg.validate().unwrap(), parts, options)
+        .await
+        .unwrap();
+    TestNode { node, sm }
+}
+
 async fn start_cluster(net: &MemNetwork, n: u32) -> Vec<TestNode> {
     let voters: Vec<ReplicaId> = (1..=n).map(ReplicaId).collect();
     let mut nodes = Vec::new();
     for id in &voters {
-        let mut cfg = Config::new(*id, voters.iter().copied());
-        cfg.election_timeout = Duration::from_millis(150);
-        cfg.fetch_timeout = Duration::from_millis(400);
-        cfg.fetch_max_wait = Duration::from_millis(100);
-        cfg.request_timeout = Duration::from_millis(300);
-        let sm = Arc::new(Recorder::default());
-        let parts = Parts {
-            log: Arc::new(MemLog::new()),
-            election: Arc::new(MemElectionStore::new()),
-            transport: Arc::new(net.endpoint(*id)),
-            state_machine: sm.clone(),
-        };
-        let options = DriverOptions {
-            seed: u64::from(id.0) * 7919,
-            ..DriverOptions::default()
-        };
-        let node = Node::start(cfg.validate().unwrap(), parts, options)
-            .await
-            .unwrap();
-        nodes.push(TestNode { node, sm });
+        nodes.push(start_node(net, test_config(*id, &voters)).await);
     }
     nodes
 }
@@ -184,6 +237,81 @@ async fn three_nodes_elect_commit_and_hand_over_on_shutdown() {
     let after = nodes[next].node.propose(Bytes::from_static(b"after")).await;
     assert!(after.is_ok(), "the new leader commits: {after:?}");
     for n in &nodes {
+        n.node.shutdown().await;
+    }
+}
+
+/// Goal: compaction bounds the log, and a replica that joins after the prefix is gone catches
+/// up through a snapshot (KIP-630). Method: three voters snapshot every 20 records and keep 5
+/// below; after 200 writes every voter's log starts well above 0. An observer then starts from
+/// empty storage: its first fetch is below the leader's log start, so it must download and
+/// install the snapshot, then fetch the rest. Its state machine ends equal to the leader's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_observer_catches_up_through_a_snapshot() {
+    let net = MemNetwork::new();
+    let voters: Vec<ReplicaId> = (1..=3).map(ReplicaId).collect();
+    let observer = ReplicaId(4);
+    let config = |id: ReplicaId| {
+        let mut cfg = test_config(id, &voters);
+        cfg.observers = [observer].into_iter().collect();
+        cfg.snapshot_after_records = 20;
+        cfg.snapshot_log_retention = 5;
+        cfg.snapshot_chunk_bytes = 256;
+        cfg
+    };
+    let mut nodes = Vec::new();
+    for id in &voters {
+        nodes.push(start_node(&net, config(*id)).await);
+    }
+    let leader = wait_for_leader(&nodes, None).await;
+    for i in 0..200u32 {
+        nodes[leader]
+            .node
+            .write(Bytes::from(format!("value-{i}")))
+            .await
+            .expect("write commits");
+    }
+    let status = nodes[leader].node.status().await.expect("status");
+    assert!(
+        status.snapshot.is_some_and(|s| s.offset.0 >= 150),
+        "the leader snapshotted recently: {:?}",
+        status.snapshot
+    );
+    assert!(
+        status.log_start.0 >= 140,
+        "the log prefix was purged: start {}",
+        status.log_start
+    );
+
+    let late = start_node(&net, config(observer)).await;
+    let target = status.high_watermark;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while late.sm.applied().await < target {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the observer did not catch up within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        late.node
+            .metrics()
+            .snapshots_installed
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1,
+        "the observer installed a snapshot"
+    );
+    let leader_applied: Vec<(u64, Bytes)> = nodes[leader].sm.applied.lock().unwrap().clone();
+    let late_applied: Vec<(u64, Bytes)> = late.sm.applied.lock().unwrap().clone();
+    let upto = |v: &[(u64, Bytes)]| -> Vec<(u64, Bytes)> {
+        v.iter().filter(|(o, _)| *o < target.0).cloned().collect()
+    };
+    assert_eq!(
+        upto(&late_applied),
+        upto(&leader_applied),
+        "the observer's state equals the leader's"
+    );
+    for n in nodes.iter().chain(std::iter::once(&late)) {
         n.node.shutdown().await;
     }
 }

@@ -131,3 +131,14 @@ fn crash_kills_lose_nothing_acknowledged() {
         FjallStore::open(dir, "crash", Options::default())
     });
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fjall_snapshots_pass_the_snapshot_conformance_suite() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let base = root.path().to_path_buf();
+    raft_core::testing::snapshots::run_all(move |loc| {
+        let dir = base.join(loc.to_string());
+        async move { raft_storage_fjall::open_snapshots(dir).expect("open snapshots") }
+    })
+    .await;
+}

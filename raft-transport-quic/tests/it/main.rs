@@ -149,6 +149,7 @@ impl RequestHandler for Counting {
                     payload: Bytes::from(vec![1; f.max_bytes as usize]),
                 }],
                 read_barrier: ReadBarrier(0),
+                snapshot: None,
             }),
             _ => Response::Vote(VoteResponse {
                 error: None,

@@ -1,0 +1,383 @@
+//! [`SnapshotDir`]: a [`SnapshotStore`] in a directory of files, shared by the disk backends.
+//!
+//! Snapshots are large, written once and read sequentially, so they live in plain files next
+//! to the log's database rather than inside it (as KRaft's `.checkpoint` files and etcd's
+//! `.snap` files do). Each complete snapshot is one file named after its id,
+//! `<offset>-<epoch>.snap`, holding the snapshot's bytes followed by a footer:
+//!
+//! ```text
+//! data     size bytes
+//! magic    4 bytes "RSNP"
+//! version  u8      SNAPSHOT_FORMAT_VERSION
+//! offset   u64     the snapshot's end offset
+//! epoch    u32     the epoch of the record before it
+//! size     u64     bytes of data
+//! crc      u32     CRC-32 of the data
+//! ```
+//!
+//! Durability: a snapshot is written to a temporary file, synced, renamed into place, and the
+//! directory synced; only then is it visible, so a crash leaves either the whole snapshot or
+//! none. A download goes to `download.partial`, which opening the directory deletes: a partial
+//! download never survives a restart. Opening also verifies every complete snapshot's checksum
+//! and refuses the directory when one is damaged or of a newer format. The newest
+//! [`SnapshotDir::KEPT`] snapshots are kept; older ones are deleted once a newer one is durable.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::codec::DecodeError;
+use crate::io::{SnapshotMeta, SnapshotStore, StorageError};
+use crate::types::{Epoch, Offset, OffsetAndEpoch};
+
+/// The version of the snapshot file format.
+pub const SNAPSHOT_FORMAT_VERSION: u8 = 1;
+
+const MAGIC: &[u8; 4] = b"RSNP";
+const FOOTER_LEN: u64 = 4 + 1 + 8 + 4 + 8 + 4;
+const PARTIAL: &str = "download.partial";
+const TEMP: &str = "snapshot.tmp";
+
+/// A directory of snapshot files. See the module documentation.
+#[derive(Clone, Debug)]
+pub struct SnapshotDir {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Complete snapshots, ascending by id.
+    complete: Vec<SnapshotMeta>,
+    /// The download in progress: its id, the bytes written and their running checksum.
+    partial: Option<(OffsetAndEpoch, u64, crc32fast::Hasher)>,
+}
+
+fn io(e: std::io::Error) -> StorageError {
+    StorageError::Io(Box::new(e))
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn file_name(id: OffsetAndEpoch) -> String {
+    format!("{:020}-{:010}.snap", id.offset.0, id.epoch.0)
+}
+
+impl SnapshotDir {
+    /// Complete snapshots kept: the newest, and the one before it (a follower may still be
+    /// downloading that one when a newer one is taken).
+    pub const KEPT: usize = 2;
+
+    /// Opens (creating it if needed) the snapshot directory `dir`, discarding any partial
+    /// download and verifying every complete snapshot.
+    pub fn open(dir: impl AsRef<Path>) -> Result<SnapshotDir, StorageError> {
+        let dir = dir.as_ref().to_path_buf();
+        fs::create_dir_all(&dir).map_err(io)?;
+        let mut complete = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(io)? {
+            let entry = entry.map_err(io)?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name == PARTIAL || name == TEMP {
+                fs::remove_file(entry.path()).map_err(io)?;
+            } else if name.ends_with(".snap") {
+                complete.push(verify_file(&entry.path())?);
+            }
+        }
+        complete.sort_by_key(|m| m.id);
+        sync_dir(&dir)?;
+        Ok(SnapshotDir {
+            inner: Arc::new(Inner {
+                dir,
+                state: Mutex::new(State {
+                    complete,
+                    partial: None,
+                }),
+            }),
+        })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Inner) -> Result<T, StorageError> + Send + 'static,
+    ) -> Result<T, StorageError> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || f(&inner))
+            .await
+            .map_err(|e| StorageError::Io(Box::new(e)))?
+    }
+}
+
+impl Inner {
+    fn path(&self, id: OffsetAndEpoch) -> PathBuf {
+        self.dir.join(file_name(id))
+    }
+
+    /// Makes `temp` (data and footer, synced) the complete snapshot `meta`, then deletes the
+    /// snapshots beyond the kept ones.
+    fn publish(&self, temp: &Path, meta: SnapshotMeta) -> Result<(), StorageError> {
+        fs::rename(temp, self.path(meta.id)).map_err(io)?;
+        sync_dir(&self.dir)?;
+        let doomed = {
+            let mut state = lock(&self.state);
+            state.complete.retain(|m| m.id != meta.id);
+            state.complete.push(meta);
+            state.complete.sort_by_key(|m| m.id);
+            let excess = state.complete.len().saturating_sub(SnapshotDir::KEPT);
+            state.complete.drain(..excess).collect::<Vec<_>>()
+        };
+        for old in doomed {
+            fs::remove_file(self.path(old.id)).map_err(io)?;
+        }
+        Ok(())
+    }
+
+    fn find(&self, id: OffsetAndEpoch) -> Option<SnapshotMeta> {
+        lock(&self.state)
+            .complete
+            .iter()
+            .find(|m| m.id == id)
+            .copied()
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<(), StorageError> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io)
+}
+
+fn footer(meta: SnapshotMeta) -> Vec<u8> {
+    let mut f = Vec::with_capacity(FOOTER_LEN as usize);
+    f.extend_from_slice(MAGIC);
+    f.push(SNAPSHOT_FORMAT_VERSION);
+    f.extend_from_slice(&meta.id.offset.0.to_le_bytes());
+    f.extend_from_slice(&meta.id.epoch.0.to_le_bytes());
+    f.extend_from_slice(&meta.size.to_le_bytes());
+    f.extend_from_slice(&meta.checksum.to_le_bytes());
+    f
+}
+
+/// Reads a snapshot file's footer and checks its data against it.
+fn verify_file(path: &Path) -> Result<SnapshotMeta, StorageError> {
+    let bad = |what: &str| StorageError::Incompatible(format!("{}: {what}", path.display()));
+    let mut file = File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    if len < FOOTER_LEN {
+        return Err(bad("too short for a snapshot footer"));
+    }
+    file.seek(SeekFrom::Start(len - FOOTER_LEN)).map_err(io)?;
+    let mut f = [0u8; FOOTER_LEN as usize];
+    file.read_exact(&mut f).map_err(io)?;
+    if &f[..4] != MAGIC {
+        return Err(bad("not a snapshot file"));
+    }
+    if f[4] != SNAPSHOT_FORMAT_VERSION {
+        return Err(StorageError::Incompatible(format!(
+            "{}: snapshot format version {} (this build reads {SNAPSHOT_FORMAT_VERSION})",
+            path.display(),
+            f[4]
+        )));
+    }
+    let u64_at = |i: usize| u64::from_le_bytes(f[i..i + 8].try_into().expect("8 bytes"));
+    let u32_at = |i: usize| u32::from_le_bytes(f[i..i + 4].try_into().expect("4 bytes"));
+    let id = OffsetAndEpoch::new(Offset(u64_at(5)), Epoch(u32_at(13)));
+    let size = u64_at(17);
+    let stored = u32_at(25);
+    if size != len - FOOTER_LEN {
+        return Err(bad("footer size does not match the file"));
+    }
+    file.seek(SeekFrom::Start(0)).map_err(io)?;
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut left = size;
+    while left > 0 {
+        let n = (left as usize).min(buf.len());
+        file.read_exact(&mut buf[..n]).map_err(io)?;
+        hasher.update(&buf[..n]);
+        left -= n as u64;
+    }
+    let computed = hasher.finalize();
+    if computed != stored {
+        return Err(StorageError::Corrupt {
+            offset: id.offset,
+            source: DecodeError::Checksum { stored, computed },
+        });
+    }
+    Ok(SnapshotMeta {
+        id,
+        size,
+        checksum: stored,
+    })
+}
+
+#[async_trait]
+impl SnapshotStore for SnapshotDir {
+    async fn latest(&self) -> Result<Option<SnapshotMeta>, StorageError> {
+        Ok(lock(&self.inner.state).complete.last().copied())
+    }
+
+    async fn save(&self, id: OffsetAndEpoch, data: Bytes) -> Result<SnapshotMeta, StorageError> {
+        self.blocking(move |inner| {
+            let meta = SnapshotMeta::of(id, &data);
+            let temp = inner.dir.join(TEMP);
+            let mut file = File::create(&temp).map_err(io)?;
+            file.write_all(&data).map_err(io)?;
+            file.write_all(&footer(meta)).map_err(io)?;
+            file.sync_all().map_err(io)?;
+            drop(file);
+            inner.publish(&temp, meta)?;
+            Ok(meta)
+        })
+        .await
+    }
+
+    async fn read(
+        &self,
+        id: OffsetAndEpoch,
+        position: u64,
+        max_bytes: u32,
+    ) -> Result<Option<(SnapshotMeta, Bytes)>, StorageError> {
+        self.blocking(move |inner| {
+            let Some(meta) = inner.find(id) else {
+                return Ok(None);
+            };
+            let from = position.min(meta.size);
+            let len = (meta.size - from).min(u64::from(max_bytes)) as usize;
+            let mut buf = vec![0u8; len];
+            match File::open(inner.path(id)) {
+                Ok(mut file) => {
+                    file.seek(SeekFrom::Start(from)).map_err(io)?;
+                    file.read_exact(&mut buf).map_err(io)?;
+                }
+                // Deleted by a newer snapshot between the lookup and the open.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(io(e)),
+            }
+            Ok(Some((meta, Bytes::from(buf))))
+        })
+        .await
+    }
+
+    async fn load(&self, id: OffsetAndEpoch) -> Result<Option<Bytes>, StorageError> {
+        self.blocking(move |inner| {
+            let Some(meta) = inner.find(id) else {
+                return Ok(None);
+            };
+            let mut file = File::open(inner.path(id)).map_err(io)?;
+            let mut buf = vec![0u8; meta.size as usize];
+            file.read_exact(&mut buf).map_err(io)?;
+            let computed = crc32fast::hash(&buf);
+            if computed != meta.checksum {
+                return Err(StorageError::Corrupt {
+                    offset: id.offset,
+                    source: DecodeError::Checksum {
+                        stored: meta.checksum,
+                        computed,
+                    },
+                });
+            }
+            Ok(Some(Bytes::from(buf)))
+        })
+        .await
+    }
+
+    async fn write_partial(
+        &self,
+        id: OffsetAndEpoch,
+        position: u64,
+        data: Bytes,
+    ) -> Result<(), StorageError> {
+        self.blocking(move |inner| {
+            let path = inner.dir.join(PARTIAL);
+            let mut state = lock(&inner.state);
+            if position == 0 {
+                File::create(&path).map_err(io)?;
+                state.partial = Some((id, 0, crc32fast::Hasher::new()));
+            }
+            let Some((pid, written, hasher)) = state.partial.as_mut() else {
+                return Err(StorageError::Invalid(format!(
+                    "snapshot chunk for {id:?} at {position} without a download"
+                )));
+            };
+            if *pid != id || *written != position {
+                return Err(StorageError::Invalid(format!(
+                    "snapshot chunk for {id:?} at {position} does not continue the download"
+                )));
+            }
+            let mut file = OpenOptions::new().append(true).open(&path).map_err(io)?;
+            file.write_all(&data).map_err(io)?;
+            hasher.update(&data);
+            *written += data.len() as u64;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn finish_partial(
+        &self,
+        id: OffsetAndEpoch,
+        size: u64,
+        checksum: u32,
+    ) -> Result<Option<SnapshotMeta>, StorageError> {
+        self.blocking(move |inner| {
+            let path = inner.dir.join(PARTIAL);
+            let partial = lock(&inner.state).partial.take();
+            let Some((pid, written, hasher)) = partial else {
+                return Ok(None);
+            };
+            let meta = SnapshotMeta { id, size, checksum };
+            if pid != id || written != size || hasher.finalize() != checksum {
+                fs::remove_file(&path).map_err(io)?;
+                return Ok(None);
+            }
+            let mut file = OpenOptions::new().append(true).open(&path).map_err(io)?;
+            file.write_all(&footer(meta)).map_err(io)?;
+            file.sync_all().map_err(io)?;
+            drop(file);
+            inner.publish(&path, meta)?;
+            Ok(Some(meta))
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_damaged_snapshot_file_is_refused_on_open() {
+        let dir = std::env::temp_dir().join(format!("raft-snapdir-bad-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let store = SnapshotDir::open(&dir).expect("open");
+        let id = OffsetAndEpoch::new(Offset(9), Epoch(2));
+        store
+            .save(id, Bytes::from_static(b"state of the machine"))
+            .await
+            .expect("save");
+        drop(store);
+        let path = dir.join(file_name(id));
+        let mut bytes = fs::read(&path).expect("read");
+        bytes[3] ^= 0x01;
+        fs::write(&path, bytes).expect("write");
+        match SnapshotDir::open(&dir) {
+            Err(StorageError::Corrupt { offset, .. }) => assert_eq!(offset, Offset(9)),
+            other => panic!("expected a corrupt-snapshot error, got {other:?}"),
+        }
+        fs::remove_dir_all(&dir).expect("clean up");
+    }
+}
