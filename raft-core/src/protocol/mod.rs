@@ -829,6 +829,11 @@ impl Replica {
         &self.cfg
     }
 
+    /// The snapshot download in progress, if any: its id and the bytes received so far.
+    pub fn snapshot_download(&self) -> Option<(OffsetAndEpoch, u64)> {
+        self.download.as_ref().map(|d| (d.id, d.position))
+    }
+
     /// Counters of stale and refused input.
     pub fn stats(&self) -> &Stats {
         &self.stats

@@ -17,6 +17,7 @@ mod reads;
 mod replication;
 mod resign;
 mod sim_seeds;
+mod snapshots;
 
 use std::time::Duration;
 
