@@ -33,6 +33,12 @@
 //! write_timeout_ms = 5000
 //! shutdown_timeout_ms = 2000
 //!
+//! [snapshot]                  # all optional
+//! after_records = 100000      # snapshot once this many records were applied (0: never)
+//! after_bytes = 268435456     # or this many payload bytes (0: no byte trigger)
+//! log_retention = 10000       # records kept in the log below a snapshot
+//! chunk_bytes = 1048576       # bytes per FetchSnapshot chunk
+//!
 //! [client]                    # all optional
 //! requirepass = "secret"
 //! read_mode = "linearizable"  # or "lease", "sequential"
@@ -189,6 +195,19 @@ pub struct Timers {
     pub shutdown_timeout: Duration,
 }
 
+/// When snapshots are taken and how they move (raft-core's `Config::snapshot_*`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotOptions {
+    /// Records applied since the last snapshot that trigger a new one (0: never).
+    pub after_records: u64,
+    /// Payload bytes applied since the last snapshot that trigger a new one (0: never).
+    pub after_bytes: u64,
+    /// Records kept in the log below a snapshot.
+    pub log_retention: u64,
+    /// Bytes per FetchSnapshot chunk.
+    pub chunk_bytes: u32,
+}
+
 /// Client-facing options.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientOptions {
@@ -227,6 +246,8 @@ pub struct NodeConfig {
     pub observers: BTreeMap<ReplicaId, PeerAddrs>,
     /// Timers.
     pub timers: Timers,
+    /// Snapshot triggers.
+    pub snapshot: SnapshotOptions,
     /// Client options.
     pub client: ClientOptions,
 }
@@ -261,6 +282,10 @@ impl NodeConfig {
         c.fetch_timeout = self.timers.fetch_timeout;
         c.fetch_max_wait = self.timers.fetch_max_wait;
         c.request_timeout = self.timers.request_timeout;
+        c.snapshot_after_records = self.snapshot.after_records;
+        c.snapshot_after_bytes = self.snapshot.after_bytes;
+        c.snapshot_log_retention = self.snapshot.log_retention;
+        c.snapshot_chunk_bytes = self.snapshot.chunk_bytes;
         c.validate().map_err(|e| bad("timers", e.to_string()))
     }
 }
@@ -284,6 +309,8 @@ pub struct FileConfig {
     observers: Vec<PeerEntry>,
     #[serde(default)]
     timers: TimersSection,
+    #[serde(default)]
+    snapshot: SnapshotSection,
     #[serde(default)]
     client: ClientSection,
     /// The directory relative paths in the file are resolved against.
@@ -323,6 +350,34 @@ struct TimersSection {
     request_timeout_ms: Option<u64>,
     write_timeout_ms: Option<u64>,
     shutdown_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotSection {
+    after_records: Option<u64>,
+    after_bytes: Option<u64>,
+    log_retention: Option<u64>,
+    chunk_bytes: Option<u32>,
+}
+
+impl SnapshotSection {
+    fn check(&self) -> Result<SnapshotOptions, ConfigError> {
+        let d = raft_core::Config::new(raft_core::ReplicaId(1), [raft_core::ReplicaId(1)]);
+        let chunk_bytes = self.chunk_bytes.unwrap_or(d.snapshot_chunk_bytes);
+        if chunk_bytes == 0 || chunk_bytes > 16 << 20 {
+            return Err(bad(
+                "snapshot.chunk_bytes",
+                format!("{chunk_bytes} is outside 1..=16777216"),
+            ));
+        }
+        Ok(SnapshotOptions {
+            after_records: self.after_records.unwrap_or(d.snapshot_after_records),
+            after_bytes: self.after_bytes.unwrap_or(d.snapshot_after_bytes),
+            log_retention: self.log_retention.unwrap_or(d.snapshot_log_retention),
+            chunk_bytes,
+        })
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -525,6 +580,7 @@ impl FileConfig {
             voters,
             observers,
             timers: self.timers.check()?,
+            snapshot: self.snapshot.check()?,
             client: self.client.check()?,
         };
         cfg.raft_config()?;

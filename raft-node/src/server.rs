@@ -493,7 +493,7 @@ impl Server {
         format!(
             "replica_id:{}\r\ncluster_id:{}\r\nrole:{}\r\nepoch:{}\r\nleader:{}\r\n\
              high_watermark:{}\r\napplied_offset:{}\r\nlog_end_offset:{}\r\nlog_end_epoch:{}\r\n\
-             durable_end_offset:{}\r\n",
+             durable_end_offset:{}\r\nlog_start_offset:{}\r\nsnapshot_offset:{}\r\n",
             st.id.0,
             self.cfg.cluster_id,
             st.role,
@@ -504,6 +504,9 @@ impl Server {
             st.log_end.offset.0,
             st.log_end.epoch.0,
             st.durable_end.0,
+            st.log_start.0,
+            st.snapshot
+                .map_or("none".into(), |id| id.offset.0.to_string()),
         )
     }
 
