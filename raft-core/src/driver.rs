@@ -1,6 +1,6 @@
 //! The tokio driver: runs one [`Replica`] over the [`crate::io`] traits. This is what a library
-//! user embeds: [`Node::start`] with a log, an election store, a transport and a state machine,
-//! then [`Node::propose`], [`Node::status`] and [`Node::shutdown`].
+//! user embeds: [`Node::start`] with a log, an election store, a snapshot store, a transport and a
+//! state machine, then [`Node::propose`], [`Node::status`] and [`Node::shutdown`].
 //!
 //! One task owns the replica and follows the driver contract of [`crate::protocol`]. Around it:
 //! a log writer task (applies log operations in order and coalesces consecutive appends into one
