@@ -4,6 +4,9 @@
 //!   simulator sweep). `.ci/run` calls exactly this.
 //! * `sim [--seeds N] [--seed S] [--voters 3|5] [--observers K] [--first S]`: a simulator sweep
 //!   (release build). A failing seed prints the one command that replays it.
+//! * `bench [storage] [core] [snapshot] [--quick] [--json FILE]`: the performance harness
+//!   (`raft-bench`, release build); figures go to stdout and, by default, to
+//!   `target/bench/results.json`.
 //!
 //! Cargo is invoked through `$CARGO`, so the toolchain that runs xtask runs everything else.
 
@@ -16,9 +19,11 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("sim") => sim(&args[1..]),
+        Some("bench") => bench(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask ci | sim [--seeds N] [--seed S] [--voters V] [--observers K]"
+                "usage: cargo xtask ci | sim [--seeds N] [--seed S] [--voters V] [--observers K] \
+                 | bench [SUITE...] [--quick] [--json FILE]"
             );
             return ExitCode::from(2);
         }
@@ -101,6 +106,23 @@ fn ci() -> Result<(), String> {
         "--observers".into(),
         "1".into(),
     ])?;
+    // The bench harness as a smoke test, in the test profile (no release build of everything):
+    // it must produce every suite's figures; no timing is asserted.
+    run(
+        "bench smoke",
+        cargo().args([
+            "run",
+            "--quiet",
+            "--locked",
+            "-p",
+            "raft-bench",
+            "--",
+            "--quick",
+            "--check",
+            "--json",
+            "target/bench/quick.json",
+        ]),
+    )?;
     println!(
         "ci: all checks passed in {:.0}s",
         started.elapsed().as_secs_f64()
@@ -161,6 +183,24 @@ fn tidy() -> Result<(), String> {
     }
     println!("<== tidy: ok");
     Ok(())
+}
+
+fn bench(args: &[String]) -> Result<(), String> {
+    let mut cmd = cargo();
+    cmd.args([
+        "run",
+        "--quiet",
+        "--release",
+        "--locked",
+        "-p",
+        "raft-bench",
+        "--",
+    ]);
+    cmd.args(args);
+    if !args.iter().any(|a| a == "--json") {
+        cmd.args(["--json", "target/bench/results.json"]);
+    }
+    run("bench", &mut cmd)
 }
 
 fn sim(args: &[String]) -> Result<(), String> {

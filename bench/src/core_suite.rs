@@ -1,0 +1,177 @@
+//! The driver alone: 3 voters in one process on the in-memory log, state machine and transport;
+//! C clients each issue sequential writes to the leader for a fixed window.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use raft_core::driver::{DriverOptions, Node, Parts};
+use raft_core::io::{StateMachine, StateMachineError};
+use raft_core::mem::transport::MemNetwork;
+use raft_core::mem::{MemElectionStore, MemLog, MemSnapshots};
+use raft_core::{Config, Offset, Record, ReplicaId, Role};
+use serde_json::json;
+
+use crate::{Figure, Size};
+
+/// A state machine holding one blob (its size is what a snapshot costs) and counting records.
+#[derive(Default)]
+pub struct Blob {
+    pub applied: AtomicU64,
+    pub state: Mutex<Bytes>,
+}
+
+#[async_trait]
+impl StateMachine for Blob {
+    async fn applied(&self) -> Offset {
+        Offset(self.applied.load(Ordering::SeqCst))
+    }
+
+    async fn apply(
+        &self,
+        records: &[Record],
+        responses: &mut Vec<Bytes>,
+    ) -> Result<(), StateMachineError> {
+        if let Some(last) = records.last() {
+            self.applied.store(last.offset.next().0, Ordering::SeqCst);
+        }
+        responses.resize(responses.len() + records.len(), Bytes::new());
+        Ok(())
+    }
+
+    async fn snapshot(&self) -> Result<Bytes, StateMachineError> {
+        Ok(self.state.lock().unwrap().clone())
+    }
+
+    async fn restore(&self, applied: Offset, data: Bytes) -> Result<(), StateMachineError> {
+        *self.state.lock().unwrap() = data;
+        self.applied.store(applied.0, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// A started in-memory replica.
+pub struct Member {
+    pub node: Node,
+    pub sm: Arc<Blob>,
+}
+
+/// Starts replica `id` with `tune` applied to its configuration.
+pub async fn member(
+    net: &MemNetwork,
+    id: ReplicaId,
+    voters: &[ReplicaId],
+    tune: &dyn Fn(&mut Config),
+) -> Member {
+    let mut cfg = Config::new(id, voters.iter().copied());
+    cfg.election_timeout = Duration::from_millis(150);
+    cfg.fetch_timeout = Duration::from_millis(600);
+    cfg.fetch_max_wait = Duration::from_millis(200);
+    tune(&mut cfg);
+    let sm = Arc::new(Blob::default());
+    let parts = Parts {
+        log: Arc::new(MemLog::new()),
+        election: Arc::new(MemElectionStore::new()),
+        transport: Arc::new(net.endpoint(id)),
+        state_machine: sm.clone(),
+        snapshots: Arc::new(MemSnapshots::new()),
+    };
+    let options = DriverOptions {
+        seed: u64::from(id.0),
+        ..DriverOptions::default()
+    };
+    let node = Node::start(cfg.validate().expect("config"), parts, options)
+        .await
+        .expect("start");
+    Member { node, sm }
+}
+
+/// Waits for a leader that has committed in its epoch.
+pub async fn leader(members: &[Member]) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        for (i, m) in members.iter().enumerate() {
+            if let Some(s) = m.node.status().await {
+                if s.role == Role::Leader && s.high_watermark > Offset::ZERO {
+                    return i;
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "no leader within 10 s");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+async fn measure(clients: usize, payload: usize, window: Duration) -> (f64, Histogram<u64>) {
+    let net = MemNetwork::new();
+    let voters: Vec<ReplicaId> = (1..=3).map(ReplicaId).collect();
+    let mut members = Vec::new();
+    for id in &voters {
+        members.push(member(&net, *id, &voters, &|c| c.snapshot_after_records = 0).await);
+    }
+    let l = leader(&members).await;
+    let node = members[l].node.clone();
+    let stop = Instant::now() + window;
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let node = node.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut hist = Histogram::<u64>::new(3).expect("histogram");
+            let body = Bytes::from(vec![1u8; payload]);
+            while Instant::now() < stop {
+                let t = Instant::now();
+                if node.propose(body.clone()).await.is_ok() {
+                    hist.record(t.elapsed().as_micros() as u64).expect("record");
+                }
+            }
+            hist
+        }));
+    }
+    let started = Instant::now();
+    let mut all = Histogram::<u64>::new(3).expect("histogram");
+    for t in tasks {
+        all.add(t.await.expect("client")).expect("merge");
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    for m in &members {
+        m.node.shutdown().await;
+    }
+    (all.len() as f64 / elapsed, all)
+}
+
+/// Runs the suite.
+pub fn run(size: Size) -> Vec<Figure> {
+    let rt = runtime();
+    let mut out = Vec::new();
+    let levels: &[usize] = size.pick(&[1, 64, 256, 1024, 4096], &[1, 64]);
+    for &clients in levels {
+        let (rate, hist) = rt.block_on(measure(clients, 16, size.window()));
+        out.push(Figure {
+            suite: "core",
+            name: "writes".into(),
+            params: json!({
+                "voters": 3, "clients": clients, "payload_bytes": 16,
+                "window_s": size.window().as_secs_f64(), "fsync": false,
+            }),
+            values: json!({
+                "writes_per_s": rate.round(),
+                "writes": hist.len(),
+                "p50_us": hist.value_at_quantile(0.5),
+                "p99_us": hist.value_at_quantile(0.99),
+                "p999_us": hist.value_at_quantile(0.999),
+            }),
+        });
+    }
+    out
+}

@@ -1,0 +1,164 @@
+//! `raft-bench`: the performance harness behind `cargo xtask bench [SUITE...] [--quick]
+//! [--json FILE]`.
+//!
+//! Suites so far:
+//! * `storage`: appends per second through the `LogStore` trait for redb and fjall at batch
+//!   sizes 1, 16 and 256 with 256 B and 4 KiB records, next to the raw write + fdatasync rate of
+//!   a plain file in the same directory (the disk's physical limit), with the ratio.
+//! * `core`: the driver with 3 voters in one process (in-memory log and state machine,
+//!   in-process transport); C concurrent clients each issuing sequential 16 B writes to the
+//!   leader; writes per second and latency percentiles.
+//! * `snapshot`: a leader holding a state machine of S bytes; an observer joins with an empty
+//!   log after the prefix was purged and catches up through a snapshot download; MB/s and time.
+//!
+//! Every figure is printed with its parameters and, with `--json`, written as one JSON object
+//! per figure. `--quick` shrinks every suite to a smoke test; `--check` then fails unless every
+//! suite produced figures with positive rates (CI runs both: it asserts that the harness works,
+//! never a timing).
+
+mod core_suite;
+mod snapshot_suite;
+mod storage_suite;
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+/// One measured figure and the parameters it was measured with.
+pub struct Figure {
+    /// The suite.
+    pub suite: &'static str,
+    /// What was measured, e.g. "appends".
+    pub name: String,
+    /// The parameters, as a JSON object.
+    pub params: Value,
+    /// The measured values, as a JSON object.
+    pub values: Value,
+}
+
+/// How big a run is.
+#[derive(Clone, Copy)]
+pub struct Size {
+    /// Smoke-test size.
+    pub quick: bool,
+}
+
+impl Size {
+    /// `full` normally, `quick` with `--quick`.
+    pub fn pick<T>(&self, full: T, quick: T) -> T {
+        if self.quick {
+            quick
+        } else {
+            full
+        }
+    }
+
+    /// How long a timed measurement runs.
+    pub fn window(&self) -> Duration {
+        self.pick(Duration::from_secs(3), Duration::from_millis(300))
+    }
+}
+
+fn machine() -> Value {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|l| l.trim_start_matches([' ', '\t', ':']).to_string())
+        .unwrap_or_else(|| "unknown".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    let profile = if cfg!(debug_assertions) {
+        "dev"
+    } else {
+        "release"
+    };
+    json!({ "cpu": model, "cores": cores, "commit": commit, "profile": profile })
+}
+
+/// Whether a suite produced figures and every rate in them is positive.
+fn harness_worked(figures: &[Figure]) -> bool {
+    !figures.is_empty()
+        && figures.iter().all(|f| {
+            f.values.as_object().is_some_and(|values| {
+                values
+                    .iter()
+                    .filter(|(k, _)| k.ends_with("_per_s"))
+                    .all(|(_, v)| v.as_f64().is_some_and(|x| x > 0.0))
+            })
+        })
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut suites = Vec::new();
+    let mut quick = false;
+    let mut check = false;
+    let mut json_out = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--check" => check = true,
+            "--json" => json_out = it.next().cloned(),
+            "storage" | "core" | "snapshot" => suites.push(a.clone()),
+            other => {
+                eprintln!(
+                    "raft-bench: unknown argument {other:?}; usage: raft-bench [storage] [core] \
+                     [snapshot] [--quick] [--json FILE]"
+                );
+                std::process::exit(2);
+            }
+        }
+    }
+    if suites.is_empty() {
+        suites = vec!["storage".into(), "core".into(), "snapshot".into()];
+    }
+    let size = Size { quick };
+    let machine = machine();
+    println!("machine: {machine}");
+    let mut figures = Vec::new();
+    for suite in &suites {
+        eprintln!("bench: running {suite} ...");
+        let got = match suite.as_str() {
+            "storage" => storage_suite::run(size),
+            "core" => core_suite::run(size),
+            _ => snapshot_suite::run(size),
+        };
+        for f in &got {
+            println!("{:<9} {:<28} {} -> {}", f.suite, f.name, f.params, f.values);
+        }
+        if check && !harness_worked(&got) {
+            eprintln!("raft-bench: suite {suite} produced no usable figures");
+            std::process::exit(1);
+        }
+        figures.extend(got);
+    }
+    if let Some(path) = json_out {
+        let doc = json!({
+            "machine": machine,
+            "quick": quick,
+            "figures": figures.iter().map(|f| json!({
+                "suite": f.suite,
+                "name": f.name,
+                "params": f.params,
+                "values": f.values,
+            })).collect::<Vec<_>>(),
+        });
+        if let Some(dir) = std::path::Path::new(&path).parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let text = serde_json::to_string_pretty(&doc).expect("figures serialize");
+        if let Err(e) = std::fs::write(&path, text) {
+            eprintln!("raft-bench: cannot write {path}: {e}");
+            std::process::exit(1);
+        }
+        eprintln!("bench: wrote {path}");
+    }
+}

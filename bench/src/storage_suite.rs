@@ -1,0 +1,125 @@
+//! Appends per second through `LogStore` for each backend, against the raw write + fdatasync
+//! rate of a plain file on the same disk.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use raft_core::io::LogStore;
+use raft_core::{Epoch, Offset, Record, RecordKind};
+use serde_json::json;
+
+use crate::{Figure, Size};
+
+fn records(from: u64, n: usize, payload: usize) -> Vec<Record> {
+    (0..n as u64)
+        .map(|i| Record {
+            offset: Offset(from + i),
+            epoch: Epoch(1),
+            kind: RecordKind::Data,
+            payload: Bytes::from(vec![(i % 251) as u8; payload]),
+        })
+        .collect()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Appends `batches` batches of `batch` records; returns records per second.
+fn appends(log: Arc<dyn LogStore>, batch: usize, batches: usize, payload: usize) -> f64 {
+    let rt = runtime();
+    rt.block_on(async move {
+        let started = Instant::now();
+        let mut next = 0u64;
+        for _ in 0..batches {
+            let recs = records(next, batch, payload);
+            next += batch as u64;
+            log.append(&recs).await.expect("append");
+        }
+        (batch * batches) as f64 / started.elapsed().as_secs_f64()
+    })
+}
+
+/// Writes `batches` chunks of `batch * record` bytes, each followed by fdatasync.
+fn raw(dir: &std::path::Path, batch: usize, batches: usize, payload: usize) -> f64 {
+    let path = dir.join("raw.bin");
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(&path)
+        .expect("raw file");
+    let chunk = vec![7u8; batch * (payload + raft_core::codec::RECORD_HEADER_LEN)];
+    let started = Instant::now();
+    for _ in 0..batches {
+        file.write_all(&chunk).expect("write");
+        file.sync_data().expect("fdatasync");
+    }
+    (batch * batches) as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Runs the suite.
+pub fn run(size: Size) -> Vec<Figure> {
+    let mut out = Vec::new();
+    for payload in [256usize, 4096] {
+        for batch in [1usize, 16, 256] {
+            let batches = size.pick(
+                match batch {
+                    1 => 2000,
+                    16 => 400,
+                    _ => 40,
+                },
+                match batch {
+                    1 => 20,
+                    16 => 8,
+                    _ => 2,
+                },
+            );
+            let dir = tempfile::tempdir().expect("temp dir");
+            let raw_rate = raw(dir.path(), batch, batches, payload);
+            for engine in ["redb", "fjall"] {
+                let edir = dir.path().join(engine);
+                let log: Arc<dyn LogStore> = match engine {
+                    "redb" => Arc::new(
+                        raft_storage_redb::RedbStore::open(
+                            &edir,
+                            "bench",
+                            raft_storage_redb::Options::default(),
+                        )
+                        .expect("open redb"),
+                    ),
+                    _ => Arc::new(
+                        raft_storage_fjall::FjallStore::open(
+                            &edir,
+                            "bench",
+                            raft_storage_fjall::Options::default(),
+                        )
+                        .expect("open fjall"),
+                    ),
+                };
+                let rate = appends(log, batch, batches, payload);
+                out.push(Figure {
+                    suite: "storage",
+                    name: format!("appends {engine}"),
+                    params: json!({
+                        "engine": engine, "batch": batch, "record_bytes": payload,
+                        "batches": batches, "fsync": true,
+                    }),
+                    values: json!({
+                        "records_per_s": rate.round(),
+                        "raw_fdatasync_records_per_s": raw_rate.round(),
+                        "ratio_to_raw": (rate / raw_rate * 100.0).round() / 100.0,
+                    }),
+                });
+            }
+        }
+    }
+    out
+}
