@@ -71,7 +71,7 @@ pub fn run(size: Size) -> Vec<Figure> {
         .enable_all()
         .build()
         .expect("runtime");
-    let state_bytes = size.pick(256 << 20, 4 << 20);
+    let state_bytes = size.pick(1 << 30, 4 << 20);
     let chunk = 1 << 20;
     let (took, got) = rt.block_on(transfer(state_bytes, chunk));
     vec![Figure {

@@ -62,6 +62,9 @@ pub struct Config {
     /// Take a snapshot once this many payload bytes were applied since the last one (0: no
     /// byte trigger). Whichever trigger fires first wins.
     pub snapshot_after_bytes: u64,
+    /// Take a snapshot once this long passed since the last one and at least one record was
+    /// applied since (zero: no time trigger). Checked as records are applied.
+    pub snapshot_after_time: Duration,
     /// Records kept in the log below a new snapshot, so that followers slightly behind still
     /// catch up by fetching records rather than downloading the snapshot.
     pub snapshot_log_retention: u64,
@@ -100,6 +103,7 @@ impl Config {
             lease_drift_margin: Duration::from_millis(200),
             snapshot_after_records: 100_000,
             snapshot_after_bytes: 256 << 20,
+            snapshot_after_time: Duration::from_secs(3600),
             snapshot_log_retention: 10_000,
             snapshot_chunk_bytes: 1 << 20,
             #[cfg(feature = "testing")]

@@ -1312,6 +1312,9 @@ enum ApplyJob {
 struct SnapshotTriggers {
     records: u64,
     bytes: u64,
+    every: Duration,
+    /// When the last snapshot was taken or restored (or the applier started).
+    last: std::time::Instant,
     /// Applied since the last snapshot.
     records_since: u64,
     bytes_since: u64,
@@ -1322,6 +1325,8 @@ impl SnapshotTriggers {
         SnapshotTriggers {
             records: cfg.snapshot_after_records,
             bytes: cfg.snapshot_after_bytes,
+            every: cfg.snapshot_after_time,
+            last: std::time::Instant::now(),
             records_since: 0,
             bytes_since: 0,
         }
@@ -1335,11 +1340,15 @@ impl SnapshotTriggers {
     fn due(&self) -> bool {
         (self.records > 0 && self.records_since >= self.records)
             || (self.bytes > 0 && self.bytes_since >= self.bytes)
+            || (!self.every.is_zero()
+                && self.records_since > 0
+                && self.last.elapsed() >= self.every)
     }
 
     fn reset(&mut self) {
         self.records_since = 0;
         self.bytes_since = 0;
+        self.last = std::time::Instant::now();
     }
 }
 
