@@ -1072,7 +1072,7 @@ impl ReplicaTask {
                 let log = self.parts.log.clone();
                 let done = self.done_tx.clone();
                 tokio::spawn(async move {
-                    let records = log.read(from, end, u64::from(max_bytes)).await;
+                    let records = read_for_fetch(&*log, from, end, max_bytes).await;
                     let _ = done
                         .send(Done::OldRecords {
                             to,
@@ -1185,6 +1185,23 @@ fn spawn_log_writer(
         }
     });
     tx
+}
+
+/// Reads the records of a fetch response. A snapshot may have purged the range after the core
+/// chose it: then the answer carries no records, and the fetcher's retry is sent the snapshot's
+/// id. Any other failure is a storage failure.
+async fn read_for_fetch(
+    log: &dyn LogStore,
+    from: Offset,
+    to: Offset,
+    max_bytes: u32,
+) -> Result<Vec<Record>, StorageError> {
+    match log.read(from, to, u64::from(max_bytes)).await {
+        Err(StorageError::Invalid(_)) if log.state().await.is_ok_and(|s| from < s.start) => {
+            Ok(Vec::new())
+        }
+        other => other,
+    }
 }
 
 /// Whether `log` carries on from snapshot `id`: the snapshot's end lies inside it and the
@@ -1475,4 +1492,35 @@ fn spawn_applier(mut applier: Applier) -> mpsc::UnboundedSender<ApplyJob> {
         }
     });
     tx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mem::MemLog;
+    use crate::RecordKind;
+
+    #[tokio::test]
+    async fn a_fetch_of_a_range_purged_meanwhile_gets_no_records_not_a_failure() {
+        let log = MemLog::new();
+        let records: Vec<Record> = (0..10)
+            .map(|o| Record {
+                offset: Offset(o),
+                epoch: Epoch(1),
+                kind: RecordKind::Data,
+                payload: Bytes::from_static(b"x"),
+            })
+            .collect();
+        log.append(&records).await.expect("append");
+        log.purge(Offset(6)).await.expect("purge");
+        let purged = read_for_fetch(&log, Offset(2), Offset(10), 1 << 20).await;
+        assert_eq!(purged.expect("no failure"), Vec::new());
+        let live = read_for_fetch(&log, Offset(6), Offset(10), 1 << 20).await;
+        assert_eq!(live.expect("read").len(), 4);
+        let beyond = read_for_fetch(&log, Offset(12), Offset(14), 1 << 20).await;
+        assert!(
+            matches!(beyond, Err(StorageError::Invalid(_))),
+            "a range past the end is still an error"
+        );
+    }
 }
