@@ -74,6 +74,10 @@ pub struct Config {
     /// serve linearizable reads at their local high watermark without asking the leader.
     #[cfg(feature = "testing")]
     pub test_unsafe_reads: bool,
+    /// Test-only fault switch (negative control for D6): the leader counts any fetch that
+    /// arrives as confirming its newest read barrier, echoed or not.
+    #[cfg(feature = "testing")]
+    pub test_count_arrivals: bool,
 }
 
 impl Config {
@@ -108,6 +112,8 @@ impl Config {
             snapshot_chunk_bytes: 1 << 20,
             #[cfg(feature = "testing")]
             test_unsafe_reads: false,
+            #[cfg(feature = "testing")]
+            test_count_arrivals: false,
         }
     }
 

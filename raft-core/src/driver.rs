@@ -27,7 +27,7 @@ use crate::message::{ErrorCode, Request, RequestId, Response};
 use crate::message::{ForwardRequest, ForwardResponse};
 use crate::protocol::{
     Event, Fill, Input, LogOp, LogSeq, Outgoing, Outputs, PersistSeq, ProposeError, ReadFailure,
-    ReadId, RecordRange, Replica, SnapshotOp, Status,
+    ReadId, RecordRange, Replica, SnapshotOp, Status, TransferError,
 };
 use crate::types::{ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, ReplicaId};
 
@@ -216,6 +216,10 @@ enum Command {
     Status {
         reply: oneshot::Sender<Status>,
     },
+    Transfer {
+        to: ReplicaId,
+        reply: oneshot::Sender<Result<(), TransferError>>,
+    },
     Shutdown {
         reply: oneshot::Sender<()>,
     },
@@ -349,6 +353,7 @@ impl Node {
             shutdown: None,
             reads: HashMap::new(),
             next_read: 1,
+            transfer: None,
         };
         let id = task.cfg.id;
         tokio::spawn(task.run(cmd_rx, inbound_rx, done_rx));
@@ -415,6 +420,20 @@ impl Node {
         rx.await.ok()
     }
 
+    /// Hands leadership to voter `to` (on the leader): new writes are refused while the target
+    /// catches up, then this replica resigns with `to` as its preferred successor and `to`
+    /// campaigns at once. Returns once the handover has started; the target is normally leader
+    /// one vote round later. Fails if this replica does not lead, `to` is not another voter, or
+    /// the target does not catch up within one election timeout (the leader then carries on).
+    pub async fn transfer_leadership(&self, to: ReplicaId) -> Result<(), TransferError> {
+        let (reply, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Transfer { to, reply })
+            .await
+            .map_err(|_| TransferError::ShuttingDown)?;
+        rx.await.unwrap_or(Err(TransferError::ShuttingDown))
+    }
+
     /// Counters for a metrics exporter.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
@@ -475,6 +494,10 @@ impl Handler {
             }
             Err(WriteError::Refused(ProposeError::TooLarge { .. })) => {
                 resp.error = Some(ErrorCode::TooLarge)
+            }
+            Err(WriteError::Refused(ProposeError::Transferring { .. })) => {
+                // Retriable: the forwarder learns the new leader once the handover is done.
+                resp.error = Some(ErrorCode::NotLeader);
             }
             Err(WriteError::Lost(id)) => {
                 resp.error = Some(ErrorCode::WriteLost);
@@ -616,6 +639,8 @@ struct ReplicaTask {
     shutdown: Option<(tokio::time::Instant, oneshot::Sender<()>)>,
     reads: HashMap<u64, oneshot::Sender<Result<ReadPermit, ReadError>>>,
     next_read: u64,
+    /// The caller of a leadership transfer in progress.
+    transfer: Option<oneshot::Sender<Result<(), TransferError>>>,
 }
 
 impl ReplicaTask {
@@ -683,6 +708,9 @@ impl ReplicaTask {
         for (_, r) in std::mem::take(&mut self.reads) {
             let _ = r.send(Err(ReadError::ShuttingDown));
         }
+        if let Some(t) = self.transfer.take() {
+            let _ = t.send(Err(TransferError::ShuttingDown));
+        }
         self.parts.transport.close().await;
         if let Some((_, reply)) = self.shutdown.take() {
             let _ = reply.send(());
@@ -710,6 +738,16 @@ impl ReplicaTask {
             Command::Read { mode, reply } => self.read(mode, reply),
             Command::Status { reply } => {
                 let _ = reply.send(self.replica.status(self.now()));
+            }
+            Command::Transfer { to, reply } => {
+                let now = self.now();
+                match self.replica.transfer_leadership(now, to, &mut self.out) {
+                    // The core allows one transfer at a time, so one caller waits at most.
+                    Ok(()) => self.transfer = Some(reply),
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                }
             }
             Command::Shutdown { reply } => {
                 let until = tokio::time::Instant::now() + self.options.shutdown_timeout;
@@ -988,6 +1026,12 @@ impl ReplicaTask {
                 Event::ReadFailed { id, error } => {
                     if let Some(r) = self.reads.remove(&id.0) {
                         let _ = r.send(Err(error.into()));
+                    }
+                }
+                Event::TransferEnded { to, result } => {
+                    tracing::info!(replica = %self.cfg.id, target = %to, ?result, "transfer ended");
+                    if let Some(t) = self.transfer.take() {
+                        let _ = t.send(result);
                     }
                 }
             }

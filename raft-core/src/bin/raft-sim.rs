@@ -3,6 +3,8 @@
 //! `raft-sim --seeds N [--first S] [--seed S] [--voters 3|5] [--observers K] [--threads T]`
 //! runs seeds (each draws its own faults), prints one line per failure with the command that
 //! replays it, and ends with `sim: N seeds, V violations`. Exit status 1 on any violation.
+//! Negative controls (test-only fault switches): `--unsafe-reads`, `--count-arrivals`, and
+//! `--lease 1 --lease-margin-ms 0 --drift-ppm N`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,6 +21,7 @@ struct Args {
     threads: usize,
     verbose: bool,
     unsafe_reads: bool,
+    count_arrivals: bool,
     lease: Option<bool>,
     lease_margin_ms: Option<u64>,
     drift_ppm: Option<u32>,
@@ -34,6 +37,7 @@ fn parse() -> Result<Args, String> {
         threads: 2,
         verbose: false,
         unsafe_reads: false,
+        count_arrivals: false,
         lease: None,
         lease_margin_ms: None,
         drift_ppm: None,
@@ -55,6 +59,7 @@ fn parse() -> Result<Args, String> {
             "--threads" => a.threads = value("--threads")?.max(1) as usize,
             "--verbose" => a.verbose = true,
             "--unsafe-reads" => a.unsafe_reads = true,
+            "--count-arrivals" => a.count_arrivals = true,
             "--lease" => a.lease = Some(value("--lease")? != 0),
             "--drift-ppm" => a.drift_ppm = Some(value("--drift-ppm")? as u32),
             "--lease-margin-ms" => a.lease_margin_ms = Some(value("--lease-margin-ms")?),
@@ -102,14 +107,20 @@ fn main() {
                 args.verbose,
                 args.single.is_some(),
             );
-            let (unsafe_reads, lease, lease_margin, drift_ppm) =
-                (args.unsafe_reads, args.lease, args.lease_margin_ms, args.drift_ppm);
+            let (unsafe_reads, count_arrivals, lease, lease_margin, drift_ppm) = (
+                args.unsafe_reads,
+                args.count_arrivals,
+                args.lease,
+                args.lease_margin_ms,
+                args.drift_ppm,
+            );
             let next_seed = move || seeds.lock().map(|mut s| s.next()).unwrap_or(None);
             std::thread::spawn(move || {
                 while let Some(seed) = next_seed() {
                     let mut opts = RunOptions::new(seed, voters, observers);
                     opts.keep_trace = verbose && single;
                     opts.unsafe_reads = unsafe_reads;
+                    opts.count_arrivals = count_arrivals;
                     opts.lease_reads = lease;
                     opts.lease_drift_margin = lease_margin.map(Duration::from_millis);
                     opts.drift_ppm = drift_ppm;

@@ -316,6 +316,7 @@ impl Replica {
             reads: Vec::new(),
             unestablished_reads: Vec::new(),
             barrier_raised_at: std::collections::VecDeque::new(),
+            transfer: None,
         }));
         tracing::info!(replica = %me, %epoch, %epoch_start, "elected leader");
         self.release(out);
@@ -413,6 +414,17 @@ impl Replica {
 
     /// Leader -> Resigned, with preferred successors by descending fetch offset (KRaft).
     pub(super) fn leader_resign(&mut self, now: Instant, out: &mut Outputs) {
+        self.leader_resign_to(now, None, out);
+    }
+
+    /// Leader -> Resigned; `first`, when given, heads the preferred successors (a transfer's
+    /// target), the others follow by descending fetch offset.
+    pub(super) fn leader_resign_to(
+        &mut self,
+        now: Instant,
+        first: Option<ReplicaId>,
+        out: &mut Outputs,
+    ) {
         let me = self.cfg.id;
         let mut successors: Vec<(Option<crate::Offset>, ReplicaId)> = match &self.role {
             RoleState::Leader(l) => l
@@ -423,7 +435,13 @@ impl Replica {
                 .collect(),
             _ => return,
         };
-        successors.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        successors.sort_by(|a, b| {
+            let chosen = |s: &(Option<crate::Offset>, ReplicaId)| Some(s.1) == first;
+            chosen(b)
+                .cmp(&chosen(a))
+                .then(b.0.cmp(&a.0))
+                .then(a.1.cmp(&b.1))
+        });
         self.leave_role(now, out);
         let deadline = now.plus(self.election_timeout());
         self.role = RoleState::Resigned(ResignedState {

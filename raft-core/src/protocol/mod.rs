@@ -37,6 +37,7 @@ mod read;
 mod replication;
 mod rng;
 mod snapshot;
+mod transfer;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -56,6 +57,8 @@ use self::log::LogView;
 use self::read::{LeaderRead, LocalRead, ReadSource, Reads};
 pub use self::read::{ReadFailure, ReadId, ReadMode};
 use self::rng::Rng;
+use self::transfer::Transfer;
+pub use self::transfer::TransferError;
 
 /// Sequence number of an election-state persist the core asked for.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
@@ -277,6 +280,14 @@ pub enum Event {
         /// The leader the peer named.
         claimed: Option<ReplicaId>,
     },
+    /// A leadership transfer started with [`Replica::transfer_leadership`] ended: `Ok` once this
+    /// replica resigned in favour of the target (which then campaigns at once).
+    TransferEnded {
+        /// The target.
+        to: ReplicaId,
+        /// Whether the handover happened.
+        result: Result<(), TransferError>,
+    },
 }
 
 /// What one step produced. Reused across steps: call [`Outputs::clear`] or drain the fields.
@@ -354,6 +365,12 @@ pub enum ProposeError {
     /// The replica is resigning.
     #[error("shutting down")]
     ShuttingDown,
+    /// The leader is handing leadership to `to`; retry with the new leader.
+    #[error("leadership is being transferred to {to}")]
+    Transferring {
+        /// The transfer's target.
+        to: ReplicaId,
+    },
 }
 
 /// Counters of things that are not errors but worth seeing: stale, duplicate or refused input.
@@ -480,6 +497,8 @@ struct LeaderState {
     unestablished_reads: Vec<ReadSource>,
     /// When recent barriers were raised (ascending, bounded), for lease anchors.
     barrier_raised_at: std::collections::VecDeque<(ReadBarrier, Instant)>,
+    /// A leadership transfer in progress.
+    transfer: Option<Transfer>,
 }
 
 #[derive(Debug)]
@@ -672,6 +691,7 @@ impl Replica {
             }
         }
         self.poll_timers(now, out);
+        self.leader_poll_transfer(now, out);
         self.leader_poll_reads(now, out);
         self.poll_reads(now, out);
     }
@@ -719,6 +739,9 @@ impl Replica {
                 if let Some(linger) = l.linger_deadline {
                     d = d.min(linger);
                 }
+                if let Some(t) = &l.transfer {
+                    d = d.min(t.deadline);
+                }
                 l.parked.iter().map(|p| p.deadline).fold(d, Instant::min)
             }
             RoleState::Resigned(r) => r.deadline.min(r.retry_at),
@@ -751,6 +774,9 @@ impl Replica {
         };
         if self.persisted_seq < self.persist_seq {
             return Err(ProposeError::NotReady);
+        }
+        if let Some(t) = l.transfer {
+            return Err(ProposeError::Transferring { to: t.to });
         }
         if payload.len() > max_payload as usize {
             return Err(ProposeError::TooLarge {
@@ -1198,6 +1224,15 @@ impl Replica {
             },
         );
         if let RoleState::Leader(mut l) = old {
+            if let Some(t) = l.transfer.take() {
+                out.events.push(Event::TransferEnded {
+                    to: t.to,
+                    result: Err(TransferError::NotLeader {
+                        epoch: self.election.epoch,
+                        leader: None,
+                    }),
+                });
+            }
             self.leader_abandon_reads(&mut l, out);
             self.leader_abandon(*l, out);
         }

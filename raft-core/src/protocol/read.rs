@@ -140,7 +140,8 @@ impl Replica {
         let RoleState::Leader(l) = &self.role else {
             return false;
         };
-        if !l.established {
+        // A leader handing over must not outlive its role on a lease (D6): fall back to a round.
+        if !l.established || l.transfer.is_some() {
             return false;
         }
         self.lease_end(l).is_some_and(|end| now < end)

@@ -126,12 +126,19 @@ impl Replica {
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
+        #[cfg(feature = "testing")]
+        let newest_barrier = l.read_barrier;
         let progress: &mut Progress = match l.voters.get_mut(&from) {
             Some(p) => p,
             None => l.observers.entry(from).or_default(),
         };
         progress.end = Some(req.fetch_offset);
         progress.barrier_acked = progress.barrier_acked.max(req.read_barrier);
+        #[cfg(feature = "testing")]
+        if self.cfg.test_count_arrivals {
+            // Negative control: the unsafe rule D6 forbids. Never compiled into a release build.
+            progress.barrier_acked = newest_barrier;
+        }
         // A fetch that echoes barrier b proves its sender received a response sent after b was
         // raised: that raise time anchors the lease. A fetch that merely arrives proves nothing
         // (its previous response may have been lost and the request retried).

@@ -18,7 +18,7 @@ use crate::io::{EpochStart, LogState, SnapshotMeta};
 use crate::message::{Request, RequestId, Response};
 use crate::protocol::{
     Event, Fill, Input, LogOp, Outgoing, Outputs, PersistSeq, ProposeError, ReadFailure, ReadId,
-    ReadMode, Replica, SnapshotOp,
+    ReadMode, Replica, SnapshotOp, TransferError,
 };
 use crate::types::{
     ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, ReplicaId, Role,
@@ -58,6 +58,8 @@ pub struct ClusterOptions {
     pub lease_drift_margin: Duration,
     /// Negative control: followers serve linearizable reads without a round.
     pub unsafe_reads: bool,
+    /// Negative control: the leader counts any arriving fetch as a barrier echo.
+    pub count_arrivals: bool,
 }
 
 impl Default for ClusterOptions {
@@ -75,6 +77,7 @@ impl Default for ClusterOptions {
             lease_reads: false,
             lease_drift_margin: Duration::from_millis(30),
             unsafe_reads: false,
+            count_arrivals: false,
         }
     }
 }
@@ -172,6 +175,9 @@ pub struct Cluster {
     next_seq: u64,
     checker: Checker,
     blocked: BTreeSet<(ReplicaId, ReplicaId)>,
+    /// Links whose messages wait (in order) until [`Cluster::release`].
+    held_links: BTreeSet<(ReplicaId, ReplicaId)>,
+    held_messages: Vec<(ReplicaId, ReplicaId, u32, Wire)>,
     faults_on: bool,
     workload: bool,
     next_payload: u64,
@@ -196,6 +202,10 @@ pub struct Cluster {
     acknowledged: u64,
     next_partition: Duration,
     next_crash: Duration,
+    next_transfer: Duration,
+    /// Draws of the transfer injector, apart so that the other faults a seed draws stay as
+    /// they were before transfers existed.
+    transfer_rng: SimRng,
     trace: Vec<String>,
     events: u64,
     majority: usize,
@@ -205,6 +215,7 @@ impl Cluster {
     /// Builds and starts the cluster.
     pub fn new(opts: ClusterOptions) -> Cluster {
         let mut rng = SimRng::new(opts.seed);
+        let transfer_rng = SimRng::new(opts.seed.rotate_left(17) ^ 0x7A5F_E1E2);
         let voters: Vec<ReplicaId> = (1..=opts.voters).map(ReplicaId).collect();
         let observers: Vec<ReplicaId> = (opts.voters + 1..=opts.voters + opts.observers)
             .map(ReplicaId)
@@ -230,6 +241,7 @@ impl Cluster {
             cfg.lease_reads = opts.lease_reads;
             cfg.lease_drift_margin = opts.lease_drift_margin;
             cfg.test_unsafe_reads = opts.unsafe_reads;
+            cfg.test_count_arrivals = opts.count_arrivals;
             cfg.snapshot_log_retention = opts.faults.snapshot_retention;
             // Small chunks, so that downloads span leader changes and crashes.
             cfg.snapshot_chunk_bytes = 24;
@@ -278,6 +290,8 @@ impl Cluster {
             next_seq: 0,
             checker: Checker::default(),
             blocked: BTreeSet::new(),
+            held_links: BTreeSet::new(),
+            held_messages: Vec::new(),
             faults_on: false,
             workload: false,
             next_payload: 1,
@@ -294,6 +308,8 @@ impl Cluster {
             acknowledged: 0,
             next_partition: Duration::ZERO,
             next_crash: Duration::ZERO,
+            next_transfer: Duration::ZERO,
+            transfer_rng,
             trace: Vec::new(),
             events: 0,
             majority,
@@ -360,6 +376,44 @@ impl Cluster {
                 self.cut(id, h + 1);
             }
         }
+    }
+
+    /// Holds every message from `from` to `to` in the network, undelivered, until
+    /// [`Cluster::release`]: a message that left long before it arrives.
+    pub fn hold(&mut self, from: u32, to: u32) {
+        self.held_links.insert((ReplicaId(from), ReplicaId(to)));
+    }
+
+    /// Delivers every message held on the link from `from` to `to` (after the usual delay) and
+    /// stops holding it. Returns how many were held.
+    pub fn release(&mut self, from: u32, to: u32) -> usize {
+        let link = (ReplicaId(from), ReplicaId(to));
+        self.held_links.remove(&link);
+        let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held_messages)
+            .into_iter()
+            .partition(|(f, t, _, _)| (*f, *t) == link);
+        self.held_messages = keep;
+        let count = due.len();
+        for (from, to, incarnation, wire) in due {
+            self.net_send(from, to, incarnation, wire);
+        }
+        count
+    }
+
+    /// Asks replica `id` (the leader) to hand leadership to `to`; the outcome is traced.
+    pub fn transfer_leadership(&mut self, id: u32, to: u32) -> Result<(), TransferError> {
+        let i = self.index(ReplicaId(id));
+        let now = self.local_time(i);
+        let h = &mut self.hosts[i];
+        let Some(replica) = h.replica.as_mut() else {
+            return Err(TransferError::ShuttingDown);
+        };
+        let mut out = std::mem::take(&mut h.out);
+        let result = replica.transfer_leadership(now, ReplicaId(to), &mut out);
+        self.handle_outputs(i, &mut out);
+        self.hosts[i].out = out;
+        self.schedule_tick(i);
+        result
     }
 
     /// Restores every link.
@@ -481,6 +535,7 @@ impl Cluster {
         self.faults_on = true;
         self.next_partition = self.now + self.fault_interval(self.opts.faults.partition_every);
         self.next_crash = self.now + self.fault_interval(self.opts.faults.crash_every);
+        self.next_transfer = self.now + self.transfer_interval();
         while self.now < until {
             let step_end = (self.now + Duration::from_millis(1)).min(until);
             self.run_until(step_end);
@@ -957,6 +1012,10 @@ impl Cluster {
             }
             Event::ReadReady { id: read, offset } => self.read_ready(i, read, offset),
             Event::ReadFailed { id: read, error } => self.read_failed(i, read, error),
+            Event::TransferEnded { to, result } => {
+                self.trace
+                    .push(format!("{t}ms {id} transfer to {to} ended: {result:?}"));
+            }
         }
     }
 
@@ -1057,6 +1116,10 @@ impl Cluster {
 
     fn net_send(&mut self, from: ReplicaId, to: ReplicaId, incarnation: u32, wire: Wire) {
         if self.blocked.contains(&(from, to)) {
+            return;
+        }
+        if self.held_links.contains(&(from, to)) {
+            self.held_messages.push((from, to, incarnation, wire));
             return;
         }
         let f = &self.opts.faults;
@@ -1582,7 +1645,26 @@ impl Cluster {
         )
     }
 
+    fn transfer_interval(&mut self) -> Duration {
+        let mean = self.opts.faults.transfer_every.as_nanos() as u64;
+        if mean == 0 {
+            return Duration::MAX / 4;
+        }
+        Duration::from_nanos(self.transfer_rng.range(mean / 2, mean * 3 / 2))
+    }
+
     fn inject_faults(&mut self) {
+        if self.now >= self.next_transfer {
+            self.next_transfer = self.now + self.transfer_interval();
+            if let Some(l) = self.leader() {
+                let to = self.transfer_rng.range(1, u64::from(self.opts.voters)) as u32;
+                // Refusals (not a voter, already transferring) are part of what is exercised.
+                let result = self.transfer_leadership(l, to);
+                let t = self.now.as_millis();
+                self.trace
+                    .push(format!("{t}ms r{l} asked to transfer to r{to}: {result:?}"));
+            }
+        }
         let n = self.hosts.len() as u32;
         if self.now >= self.next_partition {
             self.next_partition = self.now + self.fault_interval(self.opts.faults.partition_every);

@@ -38,6 +38,9 @@ pub struct Faults {
     pub snapshot_retention: u64,
     /// Probability that a served snapshot chunk is corrupted (as by a bad disk read).
     pub corrupt_chunk: f64,
+    /// Mean time between leadership transfers the operator asks of the leader, to a random
+    /// voter (none when zero).
+    pub transfer_every: Duration,
 }
 
 impl Faults {
@@ -58,6 +61,7 @@ impl Faults {
             snapshot_every: 0,
             snapshot_retention: 0,
             corrupt_chunk: 0.0,
+            transfer_every: Duration::ZERO,
         }
     }
 
@@ -82,6 +86,8 @@ impl Faults {
             snapshot_every: rng.pick(&[0, 10, 40, 150]),
             snapshot_retention: rng.pick(&[0, 3, 30]),
             corrupt_chunk: rng.pick(&[0.0, 0.0, 0.1]),
+            // Drawn after the snapshot settings for the same reason.
+            transfer_every: ms(rng.pick(&[0, 0, 400, 1500])),
         }
     }
 }

@@ -19,7 +19,7 @@ mod rng;
 
 use std::time::Duration;
 
-pub use self::cluster::{Cluster, ClusterOptions};
+pub use self::cluster::{Cluster, ClusterOptions, ReadOutcome};
 pub use self::faults::Faults;
 pub use self::rng::SimRng;
 
@@ -40,6 +40,8 @@ pub struct RunOptions {
     pub keep_trace: bool,
     /// Negative control: followers serve linearizable reads without asking the leader.
     pub unsafe_reads: bool,
+    /// Negative control: the leader counts any arriving fetch as an echo of its newest barrier.
+    pub count_arrivals: bool,
     /// Override the seed's choice of lease reads.
     pub lease_reads: Option<bool>,
     /// Override the lease drift margin (a negative control sets it below the drift).
@@ -59,6 +61,7 @@ impl RunOptions {
             pre_vote: true,
             keep_trace: false,
             unsafe_reads: false,
+            count_arrivals: false,
             lease_reads: None,
             lease_drift_margin: None,
             drift_ppm: None,
@@ -73,6 +76,9 @@ impl RunOptions {
         );
         if self.unsafe_reads {
             cmd.push_str(" --unsafe-reads");
+        }
+        if self.count_arrivals {
+            cmd.push_str(" --count-arrivals");
         }
         if let Some(lease) = self.lease_reads {
             cmd.push_str(&format!(" --lease {}", u8::from(lease)));
@@ -163,6 +169,7 @@ fn run_inner(options: RunOptions) -> RunReport {
             .lease_drift_margin
             .unwrap_or(defaults.lease_drift_margin),
         unsafe_reads: options.unsafe_reads,
+        count_arrivals: options.count_arrivals,
         ..defaults
     });
     cluster.set_workload(true);

@@ -11,7 +11,7 @@ use raft_core::driver::{DriverOptions, Node, Parts, WriteError};
 use raft_core::io::{StateMachine, StateMachineError};
 use raft_core::mem::transport::MemNetwork;
 use raft_core::mem::{MemElectionStore, MemLog, MemSnapshots};
-use raft_core::protocol::ProposeError;
+use raft_core::protocol::{ProposeError, TransferError};
 use raft_core::{Config, Offset, Record, RecordKind, ReplicaId, Role};
 
 /// A state machine that records applied payloads and answers each with its offset.
@@ -312,6 +312,52 @@ async fn a_late_observer_catches_up_through_a_snapshot() {
         "the observer's state equals the leader's"
     );
     for n in nodes.iter().chain(std::iter::once(&late)) {
+        n.node.shutdown().await;
+    }
+}
+
+/// Goal: a library user moves leadership to a chosen voter. Method: three voters; the leader
+/// transfers to a follower, which must lead the very next epoch and commit writes; the old
+/// leader, now a follower, refuses a transfer with a typed error naming the new leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_moves_to_the_chosen_voter() {
+    let net = MemNetwork::new();
+    let nodes = start_cluster(&net, 3).await;
+    let leader = wait_for_leader(&nodes, None).await;
+    nodes[leader]
+        .node
+        .write(Bytes::from_static(b"before"))
+        .await
+        .expect("write commits");
+    let epoch = nodes[leader].node.status().await.expect("status").epoch;
+    let target = (leader + 1) % 3;
+    let target_id = nodes[target].node.id();
+    nodes[leader]
+        .node
+        .transfer_leadership(target_id)
+        .await
+        .expect("the handover starts");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = nodes[target].node.status().await.expect("status");
+        if s.role == Role::Leader && s.high_watermark > Offset::ZERO {
+            assert_eq!(s.epoch, epoch.next(), "the target won the next election");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the target did not take over within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let after = nodes[target].node.write(Bytes::from_static(b"after")).await;
+    assert!(after.is_ok(), "the new leader commits: {after:?}");
+    let refused = nodes[leader].node.transfer_leadership(target_id).await;
+    assert!(
+        matches!(refused, Err(TransferError::NotLeader { .. })),
+        "{refused:?}"
+    );
+    for n in &nodes {
         n.node.shutdown().await;
     }
 }

@@ -18,6 +18,7 @@ mod replication;
 mod resign;
 mod sim_seeds;
 mod snapshots;
+mod transfer;
 
 use std::time::Duration;
 
