@@ -97,10 +97,10 @@ fn ci() -> Result<(), String> {
         "test",
         cargo().args(["test", "--workspace", "--all-features", "--locked"]),
     )?;
-    sim(&["--seeds".into(), "300".into()])?;
+    sim(&["--seeds".into(), "2000".into()])?;
     sim(&[
         "--seeds".into(),
-        "150".into(),
+        "1000".into(),
         "--voters".into(),
         "5".into(),
         "--observers".into(),

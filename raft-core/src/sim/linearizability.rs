@@ -86,15 +86,25 @@ fn apply(state: u64, kind: OpKind) -> Option<u64> {
     }
 }
 
+/// Whether an operation leaves the register as it found it (a read, a failed CAS).
+fn is_pure(kind: OpKind) -> bool {
+    matches!(kind, OpKind::Read(_) | OpKind::Cas { ok: false, .. })
+}
+
 /// `Some(verdict)` or `None` when the step bound was hit.
+///
+/// A pure operation that may come next and agrees with the current value is linearized at
+/// once, without a choice point: placing it earlier than in any valid order keeps that order
+/// valid (it changes no value and only lifts a real-time constraint on the others). Only
+/// writes and successful CAS operations are branched on.
 fn check_key(ops: &[Op], steps_max: u64) -> Option<bool> {
     let n = ops.len();
     let words = n.div_ceil(64);
     let mut done = vec![0u64; words];
     let mut seen: HashSet<(Vec<u64>, u64)> = HashSet::new();
     let mut steps = 0u64;
-    // Explicit stack of (chosen op, state before it) to undo; iterative to bound depth.
-    let mut stack: Vec<(usize, u64)> = Vec::new();
+    // Explicit stack of (chosen op, state before it, forced) to undo; iterative to bound depth.
+    let mut stack: Vec<(usize, u64, bool)> = Vec::new();
     let mut state = 0u64;
     let mut next_candidate = 0usize;
     let mut first_undone = 0usize;
@@ -121,14 +131,27 @@ fn check_key(ops: &[Op], steps_max: u64) -> Option<bool> {
                 min_ret = min_ret.min(op.ret);
             }
         }
+        let forced = (first_undone..n)
+            .take_while(|&k| ops[k].call <= min_ret)
+            .find(|&k| {
+                !is_set(&done, k) && is_pure(ops[k].kind) && apply(state, ops[k].kind).is_some()
+            });
+        if let Some(k) = forced {
+            set(&mut done, k, true);
+            stack.push((k, state, true));
+            continue;
+        }
         let mut advanced = false;
         let mut i = next_candidate.max(first_undone);
         while i < n {
-            if !is_set(&done, i) && ops[i].call <= min_ret {
+            if ops[i].call > min_ret {
+                break;
+            }
+            if !is_set(&done, i) && !is_pure(ops[i].kind) {
                 if let Some(next) = apply(state, ops[i].kind) {
                     set(&mut done, i, true);
                     if seen.insert((done.clone(), next)) {
-                        stack.push((i, state));
+                        stack.push((i, state, false));
                         state = next;
                         next_candidate = 0;
                         advanced = true;
@@ -137,22 +160,24 @@ fn check_key(ops: &[Op], steps_max: u64) -> Option<bool> {
                     set(&mut done, i, false);
                 }
             }
-            if ops[i].call > min_ret {
-                break;
-            }
             i += 1;
         }
         if advanced {
             continue;
         }
-        // Backtrack.
-        let Some((last, before)) = stack.pop() else {
-            return Some(false);
-        };
-        set(&mut done, last, false);
-        first_undone = first_undone.min(last);
-        state = before;
-        next_candidate = last + 1;
+        // Backtrack through the forced ops to the last choice.
+        loop {
+            let Some((last, before, was_forced)) = stack.pop() else {
+                return Some(false);
+            };
+            set(&mut done, last, false);
+            first_undone = first_undone.min(last);
+            state = before;
+            if !was_forced {
+                next_candidate = last + 1;
+                break;
+            }
+        }
     }
 }
 
@@ -273,5 +298,64 @@ mod tests {
     fn read_of_a_value_never_written_is_rejected() {
         let h = [op(0, 1, OpKind::Read(9))];
         assert!(matches!(check(&h, 10_000), Verdict::Violation(_)));
+    }
+
+    /// Every order of the operations that respects real time, tried one by one.
+    fn brute_force(ops: &[Op]) -> bool {
+        fn go(ops: &[Op], used: &mut Vec<bool>, state: u64) -> bool {
+            if used.iter().all(|u| *u) {
+                return true;
+            }
+            let min_ret = (0..ops.len())
+                .filter(|&k| !used[k])
+                .map(|k| ops[k].ret)
+                .min()
+                .unwrap_or(u64::MAX);
+            for k in 0..ops.len() {
+                if used[k] || ops[k].call > min_ret {
+                    continue;
+                }
+                if let Some(next) = apply(state, ops[k].kind) {
+                    used[k] = true;
+                    if go(ops, used, next) {
+                        return true;
+                    }
+                    used[k] = false;
+                }
+            }
+            false
+        }
+        go(ops, &mut vec![false; ops.len()], 0)
+    }
+
+    fn arb_op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        let kind = prop_oneof![
+            (1u64..4).prop_map(OpKind::Write),
+            (0u64..4).prop_map(OpKind::Read),
+            (0u64..4, 1u64..4, any::<bool>()).prop_map(|(expected, new, ok)| OpKind::Cas {
+                expected,
+                new,
+                ok
+            }),
+        ];
+        (0u64..20, 1u64..8, kind).prop_map(|(call, len, kind)| op(call, call + len, kind))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+        /// The optimized search (memoization, pure operations linearized greedily) agrees with
+        /// trying every order, on small histories with repeated values.
+        #[test]
+        fn search_agrees_with_brute_force(ops in proptest::collection::vec(arb_op(), 0..8)) {
+            let expected = brute_force(&{
+                let mut sorted = ops.clone();
+                sorted.sort_by_key(|o| (o.call, o.ret));
+                sorted
+            });
+            let verdict = check(&ops, 1_000_000);
+            proptest::prop_assert_eq!(verdict == Verdict::Linearizable, expected, "{:?}", verdict);
+            proptest::prop_assert!(!matches!(verdict, Verdict::Inconclusive(_)));
+        }
     }
 }

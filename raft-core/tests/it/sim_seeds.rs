@@ -55,15 +55,15 @@ fn run_seeds(seeds: impl IntoIterator<Item = (u64, u32, u32)>) {
 #[test]
 fn sim_three_voters_fixed_seeds() {
     // Goal: the safety and liveness checks hold on a fixed sweep of three-voter runs.
-    // Method: seeds 1..=40, no observers; every run has its own fault mix.
-    run_seeds((1..=40).map(|s| (s, 3, 0)));
+    // Method: seeds 1..=200, no observers; every run has its own fault mix.
+    run_seeds((1..=200).map(|s| (s, 3, 0)));
 }
 
 #[test]
 fn sim_five_voters_and_an_observer_fixed_seeds() {
     // Goal: the same with five voters and one observer.
-    // Method: seeds 1..=20.
-    run_seeds((1..=20).map(|s| (s, 5, 1)));
+    // Method: seeds 1..=100.
+    run_seeds((1..=100).map(|s| (s, 5, 1)));
 }
 
 #[test]
