@@ -1045,18 +1045,31 @@ impl ReplicaTask {
             return;
         }
         let (from, to) = (self.apply_sent, self.high_watermark);
-        let job = match self.cache.read(from, to, u64::MAX) {
-            Some(records) if records.last().map(|r| r.offset.next()) == Some(to) => {
-                ApplyJob::Records(records)
-            }
-            _ => ApplyJob::FromLog {
+        // Below the cache everything is durable in the store and no queued operation touches
+        // it; from the cache's start on, the store may lag behind the log writer's queue (an
+        // append not yet written, a truncation not yet done), so those records come from the
+        // cache, which holds every record from its start to the log end.
+        let split = to.min(self.cache.start).max(from);
+        if from < split {
+            let _ = self.applier.send(ApplyJob::FromLog {
                 log: self.parts.log.clone(),
                 from,
-                to,
-            },
-        };
+                to: split,
+            });
+        }
+        if split < to {
+            let records = self
+                .cache
+                .read(split, to, u64::MAX)
+                .expect("the cache holds every record from its start to the log end");
+            assert_eq!(
+                records.last().map(|r| r.offset.next()),
+                Some(to),
+                "the high watermark never passes the log end"
+            );
+            let _ = self.applier.send(ApplyJob::Records(records));
+        }
         self.apply_sent = to;
-        let _ = self.applier.send(job);
     }
 
     fn send(&mut self, msg: Outgoing) {
@@ -1112,7 +1125,11 @@ impl ReplicaTask {
                     self.reply(id, response);
                     return;
                 }
-                // Older than the cache: read from the log store without blocking the task.
+                // Older than the cache: read from the log store without blocking the task,
+                // only below the cache, where the store holds exactly the log (above it a
+                // queued truncation may not have reached the store yet). The follower fetches
+                // the rest next time.
+                let end = end.min(self.cache.start);
                 let log = self.parts.log.clone();
                 let done = self.done_tx.clone();
                 tokio::spawn(async move {
@@ -1431,10 +1448,16 @@ impl Applier {
         let mut next = from;
         while next < to {
             let chunk = log.read(next, to, 8 << 20).await?;
-            let Some(last) = chunk.last() else {
-                break;
-            };
-            next = last.offset.next();
+            // A short or gapped read would silently skip records: the state machine must see
+            // every committed record exactly once, in order.
+            if chunk.first().map(|r| r.offset) != Some(next)
+                || chunk.windows(2).any(|w| w[1].offset != w[0].offset.next())
+            {
+                return Err(StorageError::Invalid(format!(
+                    "the log returned no contiguous records at {next} for the state machine"
+                )));
+            }
+            next = chunk.last().map_or(next, |r| r.offset.next());
             all.extend(chunk);
         }
         Ok(all)

@@ -361,3 +361,133 @@ async fn leadership_moves_to_the_chosen_voter() {
         n.node.shutdown().await;
     }
 }
+
+/// A log whose appends reach the store late, as a slow disk's would.
+struct SlowAppends(Arc<MemLog>);
+
+#[async_trait]
+impl raft_core::io::LogStore for SlowAppends {
+    async fn state(&self) -> Result<raft_core::io::LogState, raft_core::io::StorageError> {
+        self.0.state().await
+    }
+    async fn append(&self, records: &[Record]) -> Result<(), raft_core::io::StorageError> {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        self.0.append(records).await
+    }
+    async fn read(
+        &self,
+        from: Offset,
+        to: Offset,
+        max_bytes: u64,
+    ) -> Result<Vec<Record>, raft_core::io::StorageError> {
+        self.0.read(from, to, max_bytes).await
+    }
+    async fn truncate(&self, end: Offset) -> Result<(), raft_core::io::StorageError> {
+        self.0.truncate(end).await
+    }
+    async fn purge(&self, start: Offset) -> Result<(), raft_core::io::StorageError> {
+        self.0.purge(start).await
+    }
+    async fn reset(
+        &self,
+        start: raft_core::OffsetAndEpoch,
+    ) -> Result<(), raft_core::io::StorageError> {
+        self.0.reset(start).await
+    }
+}
+
+/// Goal: a restarted follower applies every committed record, including records that arrive
+/// while its store still lags behind the log writer. Regression: the applier read the whole
+/// range from the store, whose appends were still queued; the short read was taken as the end
+/// and the follower stopped applying for good. Method: a follower restarts on its log with an
+/// empty state machine (so it must re-apply from its store) and a store whose appends are slow,
+/// while the leader keeps committing; its state machine must reach the leader's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarted_follower_applies_records_its_store_has_not_written_yet() {
+    let net = MemNetwork::new();
+    let voters: Vec<ReplicaId> = (1..=3).map(ReplicaId).collect();
+    let mut nodes = Vec::new();
+    let mut logs = Vec::new();
+    let mut elections = Vec::new();
+    for id in &voters {
+        let (log, election) = (Arc::new(MemLog::new()), Arc::new(MemElectionStore::new()));
+        logs.push(log.clone());
+        elections.push(election.clone());
+        let sm = Arc::new(Recorder::default());
+        let parts = Parts {
+            log,
+            election,
+            transport: Arc::new(net.endpoint(*id)),
+            state_machine: sm.clone(),
+            snapshots: Arc::new(MemSnapshots::new()),
+        };
+        let options = DriverOptions {
+            seed: u64::from(id.0) * 31,
+            ..DriverOptions::default()
+        };
+        let cfg = test_config(*id, &voters).validate().unwrap();
+        let node = Node::start(cfg, parts, options).await.unwrap();
+        nodes.push(TestNode { node, sm });
+    }
+    let leader = wait_for_leader(&nodes, None).await;
+    for i in 0..50u32 {
+        nodes[leader]
+            .node
+            .write(Bytes::from(format!("a{i}")))
+            .await
+            .expect("write commits");
+    }
+    let f = (leader + 1) % 3;
+    nodes[f].node.shutdown().await;
+    // Committed while the follower is down: its first fetch after the restart brings these
+    // records and a high watermark above its log end at once.
+    for i in 0..10u32 {
+        nodes[leader]
+            .node
+            .write(Bytes::from(format!("gap{i}")))
+            .await
+            .expect("write commits");
+    }
+    let sm = Arc::new(Recorder::default());
+    let parts = Parts {
+        log: Arc::new(SlowAppends(logs[f].clone())),
+        election: elections[f].clone(),
+        transport: Arc::new(net.endpoint(voters[f])),
+        state_machine: sm.clone(),
+        snapshots: Arc::new(MemSnapshots::new()),
+    };
+    let cfg = test_config(voters[f], &voters).validate().unwrap();
+    let options = DriverOptions {
+        seed: 99,
+        ..DriverOptions::default()
+    };
+    nodes[f] = TestNode {
+        node: Node::start(cfg, parts, options).await.unwrap(),
+        sm,
+    };
+    for i in 0..50u32 {
+        nodes[leader]
+            .node
+            .write(Bytes::from(format!("b{i}")))
+            .await
+            .expect("write commits");
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let want = nodes[leader].sm.applied.lock().unwrap().clone();
+        let got = nodes[f].sm.applied.lock().unwrap().clone();
+        if want.len() == 110 && got == want {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the restarted follower applied {} of {} records",
+            got.len(),
+            want.len()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for n in &nodes {
+        n.node.shutdown().await;
+    }
+}
