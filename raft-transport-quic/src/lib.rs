@@ -188,7 +188,19 @@ impl QuicTransport {
         let seed = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, identity.key.secret_der());
         let reset_secret = ring::hmac::sign(&seed, b"raft-transport-quic stateless reset");
         let reset_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, reset_secret.as_ref());
-        let endpoint_config = quinn::EndpointConfig::new(Arc::new(reset_key));
+        let mut endpoint_config = quinn::EndpointConfig::new(Arc::new(reset_key));
+        // The connection ids embed a keyed hash that the endpoint checks before answering a
+        // packet for a connection it does not know with a stateless reset. With a random key
+        // (quinn's default) a restarted node would drop its previous life's ids as invalid and
+        // never send the reset, leaving peers on a dead connection until the idle timeout; so
+        // this key derives from the node key too.
+        let cid_tag = ring::hmac::sign(&seed, b"raft-transport-quic connection ids");
+        let mut cid_key = [0u8; 8];
+        cid_key.copy_from_slice(&cid_tag.as_ref()[..8]);
+        let cid_key = u64::from_le_bytes(cid_key);
+        endpoint_config.cid_generator(move || {
+            Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
+        });
         let runtime = Arc::new(quinn::TokioRuntime);
         let endpoint = quinn::Endpoint::new(endpoint_config, Some(server_config), socket, runtime)?;
         let local_addr = endpoint.local_addr()?;

@@ -1,5 +1,6 @@
 //! Integration tests of the QUIC transport on loopback with ephemeral ports: the raft-core
-//! transport conformance suite, TLS identity checks, frame limits and version refusal.
+//! transport conformance suite, TLS identity checks, frame limits, version refusal, and a peer
+//! killed and restarted in a child process (`crash`).
 //!
 //! Every test waits for events under timeouts; none sleeps.
 
@@ -22,6 +23,8 @@ use raft_core::testing::transport::{run_all, TransportBuilder, TransportSet};
 use raft_core::{Epoch, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId};
 use raft_transport_quic::certs::{self, CaMaterial, Validity};
 use raft_transport_quic::{QuicConfig, QuicTransport, TlsMaterial};
+
+mod crash;
 
 const T: Duration = Duration::from_secs(10);
 
