@@ -146,6 +146,20 @@ impl Client {
     }
 }
 
+/// A connection of the `redis` client crate (sync API) to `127.0.0.1:port`, with read and
+/// write timeouts so that a dead node fails a call instead of hanging it.
+pub fn redis_connect(port: u16) -> redis::Connection {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let conn = client
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .unwrap_or_else(|e| panic!("redis client cannot connect to port {port}: {e}"));
+    conn.set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    conn.set_write_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    conn
+}
+
 /// Sends raw bytes on a fresh connection and returns everything the server sends until it
 /// closes the connection.
 pub fn raw_exchange(port: u16, bytes: &[u8]) -> String {
@@ -170,6 +184,8 @@ pub struct Cluster {
     nodes: Vec<NodeProc>,
     extra: String,
     password: Option<String>,
+    /// Per-node replacements of the `[timers]` table's body.
+    timers: std::collections::BTreeMap<u32, String>,
 }
 
 fn free_ports(n: usize) -> Vec<(u16, u16)> {
@@ -224,6 +240,7 @@ impl Cluster {
             nodes,
             extra: extra.to_string(),
             password,
+            timers: std::collections::BTreeMap::new(),
         };
         for n in &cluster.nodes {
             std::fs::write(cluster.config_path(n.id), cluster.config_text(n.id)).unwrap();
@@ -246,13 +263,24 @@ impl Cluster {
         self.dir.path().join(format!("node{id}.log"))
     }
 
+    /// Replaces the body of node `id`'s `[timers]` table (rewrites its config file; takes
+    /// effect at its next start).
+    pub fn set_timers(&mut self, id: u32, timers: &str) {
+        self.timers.insert(id, timers.to_string());
+        std::fs::write(self.config_path(id), self.config_text(id)).unwrap();
+    }
+
     /// The config file of node `id`.
     pub fn config_text(&self, id: u32) -> String {
+        let timers = self.timers.get(&id).map_or(
+            "election_timeout_ms = 300\nfetch_timeout_ms = 1000\nfetch_max_wait_ms = 250\n\
+             request_timeout_ms = 1000\nwrite_timeout_ms = 5000\nshutdown_timeout_ms = 1000\n",
+            String::as_str,
+        );
         let mut s = format!(
             "cluster_id = \"it\"\nreplica_id = {id}\ndata_dir = \"data{id}\"\n\n[tls]\n\
              ca_cert = \"certs/ca.pem\"\ncert = \"certs/node-{id}.pem\"\nkey = \"certs/node-{id}.key\"\n\n\
-             [timers]\nelection_timeout_ms = 300\nfetch_timeout_ms = 1000\nfetch_max_wait_ms = 250\n\
-             request_timeout_ms = 1000\nwrite_timeout_ms = 5000\nshutdown_timeout_ms = 1000\n"
+             [timers]\n{timers}"
         );
         for n in &self.nodes {
             s += &format!(
@@ -397,6 +425,63 @@ impl Drop for Cluster {
 }
 
 impl Cluster {
+    /// Sends SIGTERM to node `id` and waits (up to the deadline) for it to exit; `Some(code)`
+    /// is its exit code, `None` a death by signal or no exit in time (then it is killed).
+    pub fn terminate(&mut self, id: u32) -> Option<i32> {
+        let n = self.nodes.iter_mut().find(|n| n.id == id)?;
+        let mut child = n.child.take()?;
+        let sent = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -TERM failed");
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Node `id`'s `RAFT STATUS` as field/value pairs, or `None` if it does not answer.
+    pub fn status(&self, id: u32) -> Option<std::collections::BTreeMap<String, String>> {
+        let mut c = Client::connect(self.port(id)).ok()?;
+        if let Some(p) = &self.password {
+            c.try_cmd(&["AUTH", p]).ok()?;
+        }
+        let text = match c.try_cmd(&["RAFT", "STATUS"]).ok()? {
+            Value::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+            _ => return None,
+        };
+        Some(
+            text.lines()
+                .filter_map(|l| l.split_once(':'))
+                .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+                .collect(),
+        )
+    }
+
+    /// A numeric field of node `id`'s `RAFT STATUS` (panics if it does not answer).
+    pub fn status_u64(&self, id: u32, field: &str) -> u64 {
+        let st = self
+            .status(id)
+            .unwrap_or_else(|| panic!("node {id} does not answer RAFT STATUS"));
+        st.get(field)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no numeric {field} in node {id}'s status: {st:?}"))
+    }
+
+    /// A connection of the `redis` client crate to node `id`.
+    pub fn redis(&self, id: u32) -> redis::Connection {
+        redis_connect(self.port(id))
+    }
+
     /// SIGKILLs node `id`.
     pub fn kill(&mut self, id: u32) {
         if let Some(n) = self.nodes.iter_mut().find(|n| n.id == id) {
