@@ -255,6 +255,11 @@ impl Cluster {
         c
     }
 
+    /// The cluster's directory (certificates in `certs/`, configs, data and logs).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     fn config_path(&self, id: u32) -> PathBuf {
         self.dir.path().join(format!("node{id}.toml"))
     }

@@ -145,6 +145,31 @@ fn bad_config_names_the_field() {
     }
 }
 
+/// Goal: a node whose certificate or key file is missing exits non-zero with a message naming
+/// the field and the file. Method: one node's configuration, with its certificate, then its CA
+/// certificate, then its key moved away (one at a time).
+#[test]
+fn a_missing_certificate_stops_the_node_with_a_message_naming_the_file() {
+    let cluster = Cluster::prepare(1, "");
+    let certs = cluster.dir().join("certs");
+    for (file, field) in [
+        ("node-1.pem", "`tls.cert`"),
+        ("ca.pem", "`tls.ca_cert`"),
+        ("node-1.key", "`tls.key`"),
+    ] {
+        let aside = certs.join(format!("{file}.aside"));
+        std::fs::rename(certs.join(file), &aside).unwrap();
+        let (ok, stderr) = cluster.run_to_exit_with(1, &cluster.config_text(1));
+        std::fs::rename(&aside, certs.join(file)).unwrap();
+        assert!(!ok, "started without {file}");
+        let named = stderr
+            .lines()
+            .any(|l| l.contains(field) && l.contains(&format!("certs/{file}")));
+        assert!(named, "{field} and {file} not named: {stderr}");
+        assert!(stderr.contains("No such file"), "{stderr}");
+    }
+}
+
 /// Goal: a data directory of another cluster or replica is refused. Method: run a one-node
 /// cluster so that it creates its data directory, stop it, then start with another cluster id
 /// and with another replica id on the same directory.
