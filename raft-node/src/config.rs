@@ -14,6 +14,7 @@
 //! [listen]
 //! peer = "127.0.0.1:7101"     # QUIC (UDP); defaults to this replica's voter entry
 //! client = "127.0.0.1:7001"   # RESP (TCP); defaults to this replica's voter entry
+//! metrics = "127.0.0.1:9101"  # Prometheus text endpoint (HTTP GET /metrics); off when unset
 //!
 //! [tls]
 //! ca_cert = "certs/ca.pem"
@@ -242,6 +243,8 @@ pub struct NodeConfig {
     pub listen_peer: SocketAddr,
     /// The RESP listen address.
     pub listen_client: SocketAddr,
+    /// The metrics (HTTP) listen address; no endpoint when unset.
+    pub listen_metrics: Option<SocketAddr>,
     /// TLS material.
     pub tls: TlsPaths,
     /// Voters by id.
@@ -328,6 +331,7 @@ pub struct FileConfig {
 struct ListenSection {
     peer: Option<String>,
     client: Option<String>,
+    metrics: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -422,6 +426,9 @@ pub struct Overrides {
     /// The RESP client listen address.
     #[arg(long, env = "RAFT_NODE_LISTEN_CLIENT")]
     pub listen_client: Option<String>,
+    /// The Prometheus metrics listen address (HTTP, GET /metrics); off when unset.
+    #[arg(long, env = "RAFT_NODE_LISTEN_METRICS")]
+    pub listen_metrics: Option<String>,
     /// Voters as `ID=PEER_ADDR[/CLIENT_ADDR],...` (replaces the file's list).
     #[arg(long, env = "RAFT_NODE_VOTERS")]
     pub voters: Option<String>,
@@ -489,6 +496,7 @@ impl FileConfig {
         set(&mut self.log, &o.log);
         set(&mut self.listen.peer, &o.listen_peer);
         set(&mut self.listen.client, &o.listen_client);
+        set(&mut self.listen.metrics, &o.listen_metrics);
         set(&mut self.client.requirepass, &o.requirepass);
         // Paths given as flags are relative to the working directory: made absolute here so
         // that resolving against the file's directory leaves them alone.
@@ -558,6 +566,10 @@ impl FileConfig {
                 ))
             }
         };
+        let listen_metrics = match &self.listen.metrics {
+            Some(a) => Some(resolve("listen.metrics", a)?),
+            None => None,
+        };
         let data_dir = self.path(
             self.data_dir
                 .as_deref()
@@ -585,6 +597,7 @@ impl FileConfig {
             log: self.log.clone(),
             listen_peer,
             listen_client,
+            listen_metrics,
             tls,
             voters,
             observers,
@@ -861,5 +874,18 @@ mod tests {
         assert_eq!(cfg.id, ReplicaId(3));
         assert_eq!(cfg.voters.len(), 2);
         assert_eq!(cfg.listen_client.port(), 9);
+        assert_eq!(cfg.listen_metrics, None);
+        let mut f = FileConfig::parse(GOOD).unwrap();
+        f.apply(&Overrides {
+            listen_metrics: Some("127.0.0.1:9101".into()),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert_eq!(
+            f.check().unwrap().listen_metrics,
+            Some("127.0.0.1:9101".parse().unwrap())
+        );
+        let file = format!("{GOOD}\n[listen]\nmetrics = \"nowhere\"\n");
+        assert_eq!(field_of(&file), "listen.metrics");
     }
 }

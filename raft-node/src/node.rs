@@ -11,8 +11,10 @@ use raft_transport_quic::{QuicConfig, QuicTransport, TlsMaterial};
 use tokio::net::TcpListener;
 
 use crate::config::{ConfigError, NodeConfig, StorageKind};
+use crate::http::{self, HttpHandle};
 use crate::identity::{self, IdentityError};
 use crate::kv::Kv;
+use crate::metrics::{NodeMetrics, Scrape, TimedLog, TimedTransport};
 use crate::server::{Server, ServerHandle};
 
 /// Why a node did not start.
@@ -72,7 +74,10 @@ pub struct Running {
     pub client_addr: SocketAddr,
     /// Where peers connect.
     pub peer_addr: SocketAddr,
+    /// Where the metrics endpoint listens, if enabled.
+    pub metrics_addr: Option<SocketAddr>,
     server: ServerHandle,
+    http: Option<HttpHandle>,
 }
 
 impl Running {
@@ -82,6 +87,9 @@ impl Running {
     pub async fn shutdown(self) {
         self.server.stop().await;
         self.node.shutdown().await;
+        if let Some(http) = self.http {
+            http.stop().await;
+        }
     }
 }
 
@@ -148,6 +156,18 @@ pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
             reason: e.to_string(),
         })?;
     let client_addr = listener.local_addr().unwrap_or(cfg.listen_client);
+    let metrics_listener = match cfg.listen_metrics {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .map_err(|e| StartError::Listen {
+                    field: "listen.metrics",
+                    addr,
+                    reason: e.to_string(),
+                })?,
+        ),
+        None => None,
+    };
     identity::check_or_create(&cfg)?;
     let for_open = cfg.clone();
     let (log, election, snapshots) = tokio::task::spawn_blocking(move || open_storage(&for_open))
@@ -162,6 +182,8 @@ pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
     let transport = QuicTransport::with_socket(quic, socket)
         .map_err(|e| StartError::Transport(e.to_string()))?;
     let peer_addr = transport.local_addr();
+    let transport = Arc::new(transport);
+    let metrics = Arc::new(NodeMetrics::new(Some(transport.clone())));
     let kv = Arc::new(Kv::new());
     let options = DriverOptions {
         seed: seed(cfg.id),
@@ -169,25 +191,46 @@ pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
         ..DriverOptions::default()
     };
     let parts = Parts {
-        log,
+        log: Arc::new(TimedLog::new(log, metrics.clone())),
         election,
-        transport: Arc::new(transport),
+        transport: Arc::new(TimedTransport::new(transport, metrics.clone())),
         state_machine: kv.clone(),
         snapshots,
     };
     let node = Node::start(raft_cfg, parts, options)
         .await
         .map_err(|e| StartError::Driver(e.to_string()))?;
+    metrics.attach(node.clone());
     let id = cfg.id;
-    tracing::info!(replica = %id, %client_addr, %peer_addr, storage = cfg.storage.name(), "node started");
-    let server = Arc::new(Server::new(node.clone(), kv, Arc::new(cfg), client_addr));
+    let metrics_addr = metrics_listener.as_ref().map(|l| {
+        l.local_addr()
+            .unwrap_or_else(|_| cfg.listen_metrics.unwrap_or(client_addr))
+    });
+    tracing::info!(replica = %id, %client_addr, %peer_addr, ?metrics_addr, storage = cfg.storage.name(), "node started");
+    let http = metrics_listener.map(|l| {
+        let scrape = Scrape {
+            metrics: metrics.clone(),
+            node: node.clone(),
+            kv: kv.clone(),
+        };
+        http::spawn(l, scrape)
+    });
+    let server = Arc::new(Server::new(
+        node.clone(),
+        kv,
+        Arc::new(cfg),
+        client_addr,
+        metrics,
+    ));
     let server = server.spawn(listener);
     Ok(Running {
         id,
         node,
         client_addr,
         peer_addr,
+        metrics_addr,
         server,
+        http,
     })
 }
 

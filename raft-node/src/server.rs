@@ -25,6 +25,7 @@ use tokio::sync::{watch, Semaphore};
 use crate::commands::{self, AdminOp, Conn, Context, Plan, ReadOp};
 use crate::config::{NodeConfig, ReadMode};
 use crate::kv::{self, Kv};
+use crate::metrics::NodeMetrics;
 use crate::resp::{Parser, Reply};
 
 /// Most requests taken from one connection's buffer before replies are written.
@@ -101,6 +102,24 @@ pub struct Server {
     client_addr: SocketAddr,
     connections: Arc<Semaphore>,
     next_conn: AtomicU64,
+    metrics: Arc<NodeMetrics>,
+}
+
+/// Counts one in-flight operation on a gauge for as long as it lives (also when the future
+/// holding it is dropped, e.g. by a timeout).
+struct InFlight<'a>(&'a prometheus_client::metrics::gauge::Gauge);
+
+impl<'a> InFlight<'a> {
+    fn new(gauge: &'a prometheus_client::metrics::gauge::Gauge) -> InFlight<'a> {
+        gauge.inc();
+        InFlight(gauge)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 /// Wall-clock milliseconds since the Unix epoch (0 if the clock is before 1970).
@@ -125,11 +144,18 @@ impl ServerHandle {
 }
 
 impl Server {
-    /// A server for `node` and its state machine.
-    pub fn new(node: Node, kv: Arc<Kv>, cfg: Arc<NodeConfig>, client_addr: SocketAddr) -> Server {
+    /// A server for `node` and its state machine, keeping `metrics` up to date.
+    pub fn new(
+        node: Node,
+        kv: Arc<Kv>,
+        cfg: Arc<NodeConfig>,
+        client_addr: SocketAddr,
+        metrics: Arc<NodeMetrics>,
+    ) -> Server {
         Server {
             node,
             kv,
+            metrics,
             connections: Arc::new(Semaphore::new(cfg.client.connections_max)),
             cfg,
             started: std::time::Instant::now(),
@@ -249,6 +275,8 @@ impl Server {
                     return true;
                 }
                 Plan::Read(op) => {
+                    let started = std::time::Instant::now();
+                    let _in_flight = InFlight::new(&self.metrics.reads_in_flight);
                     if !barrier_passed {
                         match self.read_barrier(conn.read_mode).await {
                             Ok(()) => barrier_passed = true,
@@ -259,6 +287,7 @@ impl Server {
                         }
                     }
                     self.read(op).encode(out);
+                    self.metrics.observe_read(conn.read_mode, started.elapsed());
                 }
                 Plan::Admin(op) => self.admin(conn, op).await.encode(out),
             }
@@ -322,10 +351,14 @@ impl Server {
 
     async fn propose_once(&self, payload: Bytes) -> Result<Bytes, WriteFailure> {
         let timeout = self.cfg.timers.write_timeout;
+        let started = std::time::Instant::now();
+        let _in_flight = InFlight::new(&self.metrics.proposals_in_flight);
         match tokio::time::timeout(timeout, self.node.write(payload)).await {
-            Ok(r) => r
-                .map(|c| c.response)
-                .map_err(WriteFailure::from_write_error),
+            Ok(Ok(c)) => {
+                self.metrics.observe_commit(started.elapsed());
+                Ok(c.response)
+            }
+            Ok(Err(e)) => Err(WriteFailure::from_write_error(e)),
             Err(_) => Err(WriteFailure::Timeout(timeout)),
         }
     }

@@ -113,12 +113,18 @@ fn killing_the_leader_loses_no_acknowledged_write_and_it_rejoins() {
 
     let target = cluster.status_u64(new, "high_watermark");
     cluster.restart_all();
-    harness::wait_until("the old leader to catch up", || {
+    let caught_up = harness::poll(|| {
         cluster
             .status(old)
             .and_then(|st| st.get("applied_offset")?.parse::<u64>().ok())
             .is_some_and(|applied| applied >= target)
     });
+    assert!(
+        caught_up,
+        "the old leader did not reach {target}:\n{:?}\n{:?}",
+        cluster.status(old),
+        cluster.status(new)
+    );
     let mut conn = cluster.redis(old);
     let (k, v) = acked.last().unwrap();
     let got: Option<String> = redis::cmd("GET").arg(k).query(&mut conn).unwrap();

@@ -13,6 +13,18 @@ const BIN: &str = env!("CARGO_BIN_EXE_raft-node");
 /// How long anything in these tests may take to become true.
 const DEADLINE: Duration = Duration::from_secs(30);
 
+/// Polls `f` until it is true: false if it is still false at the deadline.
+pub fn poll(mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + DEADLINE;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
 /// Polls `f` until it is true; panics naming `what` after the deadline.
 pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + DEADLINE;
@@ -160,6 +172,50 @@ pub fn redis_connect(port: u16) -> redis::Connection {
     conn
 }
 
+/// An HTTP response: status code, head (status line and headers) and body.
+pub struct HttpResponse {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
+}
+
+/// Sends `request` (a whole HTTP request) to `127.0.0.1:port` and reads the response until the
+/// server closes the connection.
+pub fn http_exchange(port: u16, request: &[u8]) -> HttpResponse {
+    let raw = raw_exchange(port, request);
+    let (head, body) = raw
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP head in {raw:?}"));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    HttpResponse {
+        status,
+        head: head.to_string(),
+        body: body.to_string(),
+    }
+}
+
+/// `GET /metrics` on `port`: the exposition text (panics unless the answer is 200).
+pub fn scrape(port: u16) -> String {
+    let r = http_exchange(port, b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert_eq!(r.status, 200, "{}", r.head);
+    r.body
+}
+
+/// The value of the sample `series` (a name with its labels, exactly as exposed) in `text`.
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
 /// Sends raw bytes on a fresh connection and returns everything the server sends until it
 /// closes the connection.
 pub fn raw_exchange(port: u16, bytes: &[u8]) -> String {
@@ -175,6 +231,7 @@ struct NodeProc {
     id: u32,
     client_port: u16,
     peer_port: u16,
+    metrics_port: u16,
     child: Option<Child>,
 }
 
@@ -188,22 +245,19 @@ pub struct Cluster {
     timers: std::collections::BTreeMap<u32, String>,
 }
 
-fn free_ports(n: usize) -> Vec<(u16, u16)> {
+/// `(client, peer, metrics)` ports for `n` nodes.
+fn free_ports(n: usize) -> Vec<(u16, u16, u16)> {
     // Hold every socket until all are chosen so that no two nodes get the same port.
-    let tcp: Vec<TcpListener> = (0..n)
+    let tcp: Vec<TcpListener> = (0..2 * n)
         .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
         .collect();
     let udp: Vec<UdpSocket> = (0..n)
         .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
         .collect();
-    tcp.iter()
+    let port = |t: &TcpListener| t.local_addr().unwrap().port();
+    tcp.chunks(2)
         .zip(&udp)
-        .map(|(t, u)| {
-            (
-                t.local_addr().unwrap().port(),
-                u.local_addr().unwrap().port(),
-            )
-        })
+        .map(|(t, u)| (port(&t[0]), u.local_addr().unwrap().port(), port(&t[1])))
         .collect()
 }
 
@@ -223,10 +277,11 @@ impl Cluster {
         let nodes = free_ports(n as usize)
             .into_iter()
             .zip(1..)
-            .map(|((client_port, peer_port), id)| NodeProc {
+            .map(|((client_port, peer_port, metrics_port), id)| NodeProc {
                 id,
                 client_port,
                 peer_port,
+                metrics_port,
                 child: None,
             })
             .collect();
@@ -282,8 +337,10 @@ impl Cluster {
              request_timeout_ms = 1000\nwrite_timeout_ms = 5000\nshutdown_timeout_ms = 1000\n",
             String::as_str,
         );
+        let metrics = self.metrics_port(id);
         let mut s = format!(
-            "cluster_id = \"it\"\nreplica_id = {id}\ndata_dir = \"data{id}\"\n\n[tls]\n\
+            "cluster_id = \"it\"\nreplica_id = {id}\ndata_dir = \"data{id}\"\n\n\
+             [listen]\nmetrics = \"127.0.0.1:{metrics}\"\n\n[tls]\n\
              ca_cert = \"certs/ca.pem\"\ncert = \"certs/node-{id}.pem\"\nkey = \"certs/node-{id}.key\"\n\n\
              [timers]\n{timers}"
         );
@@ -380,6 +437,11 @@ impl Cluster {
 
     pub fn port(&self, id: u32) -> u16 {
         self.nodes.iter().find(|n| n.id == id).unwrap().client_port
+    }
+
+    /// The port of node `id`'s metrics endpoint.
+    pub fn metrics_port(&self, id: u32) -> u16 {
+        self.nodes.iter().find(|n| n.id == id).unwrap().metrics_port
     }
 
     /// A client of node `id`, authenticated if the cluster has a password.
@@ -498,8 +560,8 @@ impl Cluster {
     }
 }
 
-/// A base port for `raft-node dev` whose six ports (`base+1..=3` TCP, `base+101..=103` UDP)
-/// are free right now.
+/// A base port for `raft-node dev` whose nine ports (`base+1..=3` and `base+201..=203` TCP,
+/// `base+101..=103` UDP) are free right now.
 pub fn free_base_port() -> u16 {
     let seed = std::process::id() as u64 * 7919
         + std::time::SystemTime::now()
@@ -508,7 +570,8 @@ pub fn free_base_port() -> u16 {
             .subsec_nanos() as u64;
     for i in 0..500u64 {
         let base = 20_000 + ((seed + i * 613) % 40_000) as u16;
-        let tcp: Vec<_> = (1..=3)
+        let tcp: Vec<_> = [1, 2, 3, 201, 202, 203]
+            .iter()
             .map(|k| TcpListener::bind(("127.0.0.1", base + k)))
             .collect();
         let udp: Vec<_> = (1..=3)

@@ -4,6 +4,7 @@
 
 mod failover;
 mod harness;
+mod metrics;
 
 use harness::{Cluster, Value};
 
@@ -292,9 +293,12 @@ fn dev_cluster_serves_stops_cleanly_and_keeps_its_data() {
     let dir = tempfile::tempdir().unwrap();
     let base = harness::free_base_port();
     let mut dev = harness::Dev::start(dir.path(), base);
-    assert!(dev
-        .output()
-        .contains(&format!("redis-cli -p {}", dev.leader_port)));
+    let banner = dev.output();
+    assert!(banner.contains(&format!("redis-cli -p {}", dev.leader_port)));
+    let metrics = format!("metrics http://127.0.0.1:{}/metrics", base + 201);
+    assert!(banner.contains(&metrics), "{banner}");
+    let text = harness::scrape(base + 201);
+    assert!(harness::sample(&text, "raft_epoch").is_some(), "{text}");
     let mut c = harness::Client::connect(dev.leader_port).unwrap();
     assert_eq!(c.cmd(&["SET", "greeting", "hello"]), Value::ok());
     drop(c);
