@@ -49,6 +49,9 @@
 //! inline_bytes_max = 65536
 //! request_bytes_max = 1048576
 //! connections_max = 10000
+//! tls_cert = "certs/client.pem" # TLS on the client port (with tls_key); off when unset
+//! tls_key = "certs/client.key"
+//! tls_ca = "certs/clients-ca.pem" # optional: require client certificates signed by this CA
 //! ```
 
 use std::collections::BTreeMap;
@@ -213,9 +216,22 @@ pub struct SnapshotOptions {
     pub chunk_bytes: u32,
 }
 
+/// TLS on the client port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientTls {
+    /// The server certificate chain, PEM.
+    pub cert: PathBuf,
+    /// Its private key, PEM.
+    pub key: PathBuf,
+    /// If set, clients must present a certificate signed by this CA (PEM).
+    pub ca: Option<PathBuf>,
+}
+
 /// Client-facing options.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientOptions {
+    /// TLS on the client port, if enabled.
+    pub tls: Option<ClientTls>,
     /// The password of `AUTH`, if any.
     pub requirepass: Option<String>,
     /// The read mode of a new connection.
@@ -403,6 +419,9 @@ struct ClientSection {
     inline_bytes_max: Option<usize>,
     request_bytes_max: Option<usize>,
     connections_max: Option<usize>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_ca: Option<PathBuf>,
 }
 
 /// Values from flags and environment variables, applied over the file.
@@ -444,6 +463,15 @@ pub struct Overrides {
     /// This node's private key (PEM).
     #[arg(long, env = "RAFT_NODE_TLS_KEY")]
     pub tls_key: Option<PathBuf>,
+    /// TLS on the client port: the server certificate (PEM); needs --client-tls-key.
+    #[arg(long, env = "RAFT_NODE_CLIENT_TLS_CERT")]
+    pub client_tls_cert: Option<PathBuf>,
+    /// TLS on the client port: the private key (PEM).
+    #[arg(long, env = "RAFT_NODE_CLIENT_TLS_KEY")]
+    pub client_tls_key: Option<PathBuf>,
+    /// TLS on the client port: require client certificates signed by this CA (PEM).
+    #[arg(long, env = "RAFT_NODE_CLIENT_TLS_CA")]
+    pub client_tls_ca: Option<PathBuf>,
     /// The client password (as Redis's requirepass).
     #[arg(long, env = "RAFT_NODE_REQUIREPASS", hide_env_values = true)]
     pub requirepass: Option<String>,
@@ -506,6 +534,9 @@ impl FileConfig {
         set(&mut self.tls.ca_cert, &abs(&o.tls_ca_cert));
         set(&mut self.tls.cert, &abs(&o.tls_cert));
         set(&mut self.tls.key, &abs(&o.tls_key));
+        set(&mut self.client.tls_cert, &abs(&o.client_tls_cert));
+        set(&mut self.client.tls_key, &abs(&o.client_tls_key));
+        set(&mut self.client.tls_ca, &abs(&o.client_tls_ca));
         if let Some(v) = &o.voters {
             self.voters = parse_peer_list("--voters", v)?;
         }
@@ -603,7 +634,7 @@ impl FileConfig {
             observers,
             timers: self.timers.check()?,
             snapshot: self.snapshot.check()?,
-            client: self.client.check()?,
+            client: self.client.check(|p| self.path(p))?,
         };
         cfg.raft_config()?;
         Ok(cfg)
@@ -645,7 +676,23 @@ impl TimersSection {
 }
 
 impl ClientSection {
-    fn check(&self) -> Result<ClientOptions, ConfigError> {
+    fn check(&self, path: impl Fn(&Path) -> PathBuf) -> Result<ClientOptions, ConfigError> {
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(ClientTls {
+                cert: path(cert),
+                key: path(key),
+                ca: self.tls_ca.as_deref().map(&path),
+            }),
+            (Some(_), None) => return Err(bad("client.tls_key", "required with client.tls_cert")),
+            (None, Some(_)) => return Err(bad("client.tls_cert", "required with client.tls_key")),
+            (None, None) if self.tls_ca.is_some() => {
+                return Err(bad(
+                    "client.tls_ca",
+                    "needs client.tls_cert and client.tls_key (client certificates need TLS)",
+                ))
+            }
+            (None, None) => None,
+        };
         let d = Limits::default();
         let positive = |field: &str, v: Option<usize>, default: usize| match v {
             Some(0) => Err(bad(format!("client.{field}"), "must be greater than zero")),
@@ -668,6 +715,7 @@ impl ClientSection {
             ));
         }
         Ok(ClientOptions {
+            tls,
             requirepass: self.requirepass.clone(),
             read_mode,
             limits: Limits {
@@ -887,5 +935,23 @@ mod tests {
         );
         let file = format!("{GOOD}\n[listen]\nmetrics = \"nowhere\"\n");
         assert_eq!(field_of(&file), "listen.metrics");
+    }
+
+    #[test]
+    fn client_tls_needs_a_certificate_and_a_key() {
+        let tls = |lines: &str| format!("{GOOD}\n[client]\n{lines}\n");
+        assert_eq!(field_of(&tls("tls_cert = \"c.pem\"")), "client.tls_key");
+        assert_eq!(field_of(&tls("tls_key = \"c.key\"")), "client.tls_cert");
+        assert_eq!(field_of(&tls("tls_ca = \"ca.pem\"")), "client.tls_ca");
+        let mut f = FileConfig::parse(&tls("tls_cert = \"c.pem\"\ntls_key = \"c.key\"")).unwrap();
+        f.base = PathBuf::from("/etc/kv");
+        let cfg = f.check().unwrap();
+        let t = cfg.client.tls.unwrap();
+        assert_eq!(t.cert, PathBuf::from("/etc/kv/c.pem"));
+        assert_eq!(t.ca, None);
+        assert_eq!(
+            FileConfig::parse(GOOD).unwrap().check().unwrap().client.tls,
+            None
+        );
     }
 }

@@ -56,6 +56,14 @@ pub enum StartError {
         /// Why.
         reason: String,
     },
+    /// The client TLS material is unusable.
+    #[error("invalid configuration: `{field}`: {reason}")]
+    ClientTls {
+        /// The config field naming the file.
+        field: &'static str,
+        /// Why.
+        reason: String,
+    },
     /// The transport refused its setup (often the TLS material).
     #[error("starting the QUIC transport failed: {0}")]
     Transport(String),
@@ -99,6 +107,62 @@ fn read_pem(field: &'static str, path: &std::path::Path) -> Result<String, Start
         path: path.display().to_string(),
         reason: e.to_string(),
     })
+}
+
+/// The TLS acceptor of the client port, from PEM files: the ring provider, TLS 1.2 and 1.3,
+/// and client certificates required when a client CA is configured.
+fn client_tls(tls: &crate::config::ClientTls) -> Result<tokio_rustls::TlsAcceptor, StartError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let bad = |field: &'static str, reason: String| StartError::ClientTls { field, reason };
+    let cert_pem = read_pem("client.tls_cert", &tls.cert)?;
+    let key_pem = read_pem("client.tls_key", &tls.key)?;
+    let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad("client.tls_cert", format!("{}: {e}", tls.cert.display())))?;
+    if chain.is_empty() {
+        let reason = format!("no certificate in {}", tls.cert.display());
+        return Err(bad("client.tls_cert", reason));
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+        .map_err(|e| bad("client.tls_key", format!("{}: {e}", tls.key.display())))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad("client.tls_cert", e.to_string()))?;
+    let builder = match &tls.ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let ca_pem = read_pem("client.tls_ca", ca)?;
+            let mut roots = rustls::RootCertStore::empty();
+            for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+                let c = c.map_err(|e| bad("client.tls_ca", format!("{}: {e}", ca.display())))?;
+                roots
+                    .add(c)
+                    .map_err(|e| bad("client.tls_ca", format!("{}: {e}", ca.display())))?;
+            }
+            if roots.is_empty() {
+                return Err(bad(
+                    "client.tls_ca",
+                    format!("no certificate in {}", ca.display()),
+                ));
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .map_err(|e| bad("client.tls_ca", e.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let config = builder.with_single_cert(chain, key).map_err(|e| {
+        bad(
+            "client.tls_key",
+            format!("does not fit the certificate: {e}"),
+        )
+    })?;
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
 type Stores = (
@@ -147,6 +211,7 @@ pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
         cert_pem: read_pem("tls.cert", &cfg.tls.cert)?,
         key_pem: read_pem("tls.key", &cfg.tls.key)?,
     };
+    let acceptor = cfg.client.tls.as_ref().map(client_tls).transpose()?;
     // The client port first: a port in use fails before anything is touched on disk.
     let listener = TcpListener::bind(cfg.listen_client)
         .await
@@ -222,7 +287,7 @@ pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
         client_addr,
         metrics,
     ));
-    let server = server.spawn(listener);
+    let server = server.spawn(listener, acceptor);
     Ok(Running {
         id,
         node,

@@ -120,42 +120,54 @@ impl Client {
         cmds.iter().map(|_| self.read_value().unwrap()).collect()
     }
 
-    fn read_line(&mut self) -> std::io::Result<String> {
-        let mut line = String::new();
-        self.reader.read_line(&mut line)?;
-        if !line.ends_with("\r\n") {
-            return Err(std::io::Error::other(format!("bad line {line:?}")));
-        }
-        line.truncate(line.len() - 2);
-        Ok(line)
-    }
-
     fn read_value(&mut self) -> std::io::Result<Value> {
-        let line = self.read_line()?;
-        let (kind, rest) = line.split_at(1);
-        let num = || rest.parse::<i64>().map_err(std::io::Error::other);
-        Ok(match kind {
-            "+" => Value::Simple(rest.into()),
-            "-" => Value::Error(rest.into()),
-            ":" => Value::Int(num()?),
-            "$" if num()? < 0 => Value::Nil,
-            "$" => {
-                let mut b = vec![0; num()? as usize + 2];
-                self.reader.read_exact(&mut b)?;
-                b.truncate(b.len() - 2);
-                Value::Bulk(b)
-            }
-            "*" => {
-                let n = num()?;
-                let mut items = Vec::new();
-                for _ in 0..n.max(0) {
-                    items.push(self.read_value()?);
-                }
-                Value::Array(items)
-            }
-            _ => return Err(std::io::Error::other(format!("bad reply {line:?}"))),
-        })
+        read_value(&mut self.reader)
     }
+}
+
+fn read_line(r: &mut impl BufRead) -> std::io::Result<String> {
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    if !line.ends_with("\r\n") {
+        return Err(std::io::Error::other(format!("bad line {line:?}")));
+    }
+    line.truncate(line.len() - 2);
+    Ok(line)
+}
+
+/// Reads one RESP2 reply.
+pub fn read_value(r: &mut impl BufRead) -> std::io::Result<Value> {
+    let line = read_line(r)?;
+    let (kind, rest) = line.split_at(1);
+    let num = || rest.parse::<i64>().map_err(std::io::Error::other);
+    Ok(match kind {
+        "+" => Value::Simple(rest.into()),
+        "-" => Value::Error(rest.into()),
+        ":" => Value::Int(num()?),
+        "$" if num()? < 0 => Value::Nil,
+        "$" => {
+            let mut b = vec![0; num()? as usize + 2];
+            r.read_exact(&mut b)?;
+            b.truncate(b.len() - 2);
+            Value::Bulk(b)
+        }
+        "*" => {
+            let n = num()?;
+            let mut items = Vec::new();
+            for _ in 0..n.max(0) {
+                items.push(read_value(r)?);
+            }
+            Value::Array(items)
+        }
+        _ => return Err(std::io::Error::other(format!("bad reply {line:?}"))),
+    })
+}
+
+/// Encodes a request as a RESP2 array of bulk strings.
+pub fn encode_request(args: &[&str]) -> Vec<u8> {
+    let mut out = Vec::new();
+    Client::encode(&mut out, args);
+    out
 }
 
 /// A connection of the `redis` client crate (sync API) to `127.0.0.1:port`, with read and
@@ -379,8 +391,8 @@ impl Cluster {
             .unwrap()
     }
 
-    /// Starts every node that is not running and waits until each answers PING.
-    pub fn restart_all(&mut self) {
+    /// Starts every node that is not running, without waiting for anything.
+    pub fn launch_all(&mut self) {
         for i in 0..self.nodes.len() {
             if self.nodes[i].child.is_none() {
                 let id = self.nodes[i].id;
@@ -388,6 +400,11 @@ impl Cluster {
                 self.nodes[i].child = Some(child);
             }
         }
+    }
+
+    /// Starts every node that is not running and waits until each answers PING.
+    pub fn restart_all(&mut self) {
+        self.launch_all();
         for n in &self.nodes {
             let port = n.client_port;
             wait_until(&format!("node {} to answer PING", n.id), || {

@@ -5,6 +5,7 @@
 mod failover;
 mod harness;
 mod metrics;
+mod tls;
 
 use harness::{Cluster, Value};
 
