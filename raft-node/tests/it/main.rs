@@ -6,6 +6,7 @@ mod failover;
 mod harness;
 mod metrics;
 mod tls;
+mod tools;
 
 use harness::{Cluster, Value};
 
