@@ -345,7 +345,9 @@ impl Cluster {
     /// The config file of node `id`.
     pub fn config_text(&self, id: u32) -> String {
         let timers = self.timers.get(&id).map_or(
-            "election_timeout_ms = 300\nfetch_timeout_ms = 1000\nfetch_max_wait_ms = 250\n\
+            // Generous for a loaded 2-core machine: a follower starved for a second must not
+            // start an election or make the leader resign.
+            "election_timeout_ms = 500\nfetch_timeout_ms = 2000\nfetch_max_wait_ms = 250\n\
              request_timeout_ms = 1000\nwrite_timeout_ms = 5000\nshutdown_timeout_ms = 1000\n",
             String::as_str,
         );
@@ -586,7 +588,9 @@ pub fn free_base_port() -> u16 {
             .unwrap()
             .subsec_nanos() as u64;
     for i in 0..500u64 {
-        let base = 20_000 + ((seed + i * 613) % 40_000) as u16;
+        // Below Linux's ephemeral range (32768..), so that no node of another test gets one of
+        // these ports between this check and the dev cluster's bind.
+        let base = 10_000 + ((seed + i * 613) % 22_000) as u16;
         let tcp: Vec<_> = [1, 2, 3, 201, 202, 203]
             .iter()
             .map(|k| TcpListener::bind(("127.0.0.1", base + k)))
@@ -618,14 +622,24 @@ impl Dev {
             .args(["--base-port", &base.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
         let (tx, lines) = std::sync::mpsc::channel();
+        let tx2 = tx.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        // Warnings and a start failure's reason, shown with the output when a test fails.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx2.send(format!("stderr: {line}")).is_err() {
                     break;
                 }
             }

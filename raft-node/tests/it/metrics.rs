@@ -38,12 +38,11 @@ fn the_metrics_endpoint_reports_the_replica_and_follows_writes() {
     );
     assert!(!text.contains("# EOF"));
 
+    // Right after the election a follower may still be unattached for a moment.
+    harness::wait_until("the follower's scrape to show its role", || {
+        sample(&harness::scrape(fp), "raft_role{role=\"follower\"}") == Some(1.0)
+    });
     let before = harness::scrape(fp);
-    assert_eq!(
-        sample(&before, "raft_role{role=\"follower\"}"),
-        Some(1.0),
-        "{before}"
-    );
     let applied_before = sample(&before, "raft_applied_offset").unwrap();
 
     let mut conn = cluster.redis(follower);
@@ -74,24 +73,26 @@ fn the_metrics_endpoint_reports_the_replica_and_follows_writes() {
         .is_some_and(|n| n >= 1.0),
         "{after}"
     );
-    assert!(
-        sample(
-            &after,
-            "raft_fetch_latency_seconds_count{outcome=\"records\"}"
-        )
-        .is_some_and(|n| n >= 1.0),
-        "{after}"
-    );
-    assert!(sample(&after, "raft_replicated_received_bytes_total").is_some_and(|b| b >= 500.0));
     assert!(sample(&after, "raft_storage_append_latency_seconds_count").is_some_and(|n| n >= 1.0));
     assert!(sample(&after, "raft_transport_received_bytes_total").is_some_and(|b| b > 0.0));
     assert_eq!(sample(&after, "raft_proposals_in_flight"), Some(0.0));
     assert_eq!(sample(&after, "raft_reads_in_flight"), Some(0.0));
     assert!(sample(&after, "raft_applied_records_total").is_some_and(|n| n >= 50.0));
 
-    let on_leader = harness::scrape(lp);
-    assert!(sample(&on_leader, "raft_proposals_total").is_some_and(|n| n >= 50.0));
-    assert!(sample(&on_leader, "raft_replicated_sent_bytes_total").is_some_and(|b| b >= 500.0));
+    // Replication is counted where it happens: fetches and received bytes on followers, served
+    // bytes and proposals on the leader. Summed over the nodes so that a leader change on a
+    // loaded machine does not matter.
+    let total = |series: &str| -> f64 {
+        cluster
+            .ids()
+            .into_iter()
+            .map(|id| sample(&harness::scrape(cluster.metrics_port(id)), series).unwrap_or(0.0))
+            .sum()
+    };
+    assert!(total("raft_fetch_latency_seconds_count{outcome=\"records\"}") >= 1.0);
+    assert!(total("raft_replicated_received_bytes_total") >= 1000.0);
+    assert!(total("raft_replicated_sent_bytes_total") >= 1000.0);
+    assert!(total("raft_proposals_total") >= 50.0);
 
     assert_eq!(
         harness::http_exchange(lp, b"GET / HTTP/1.1\r\n\r\n").status,
