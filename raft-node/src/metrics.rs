@@ -517,7 +517,10 @@ const APPEND_WAIT: Duration = Duration::from_secs(10);
 /// (after a restart) the applier reads the whole range from the store, possibly before the
 /// log writer has appended the newest records. The store then answers with fewer records and
 /// the applier stops short for good (a restarted follower never catches up). So a read that
-/// finds nothing at or beyond the store's end waits, bounded, for the next append.
+/// finds nothing at or beyond the store's end waits, bounded, for the next append. The same
+/// read can also run before a queued truncation of a diverged tail has reached the store and
+/// see the replaced records; only the driver can close that window (by reading from the store
+/// only below its in-memory tail, which never starts above a pending truncation).
 pub struct TimedLog {
     inner: Arc<dyn LogStore>,
     metrics: Arc<NodeMetrics>,
@@ -594,6 +597,42 @@ impl LogStore for TimedLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn record(offset: u64) -> Record {
+        Record {
+            offset: Offset(offset),
+            epoch: raft_core::Epoch(1),
+            kind: raft_core::RecordKind::Data,
+            payload: bytes::Bytes::from_static(b"x"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_read_beyond_the_store_end_waits_for_the_append() {
+        let log = Arc::new(TimedLog::new(
+            Arc::new(raft_core::mem::MemLog::new()),
+            Arc::new(NodeMetrics::new(None)),
+        ));
+        log.append(&[record(0)]).await.unwrap();
+        let reader = log.clone();
+        let read = tokio::spawn(async move { reader.read(Offset(0), Offset(3), 1 << 20).await });
+        // The range starts inside the store: answered at once with what is there.
+        assert_eq!(read.await.unwrap().unwrap().len(), 1);
+        let reader = log.clone();
+        let read = tokio::spawn(async move { reader.read(Offset(1), Offset(3), 1 << 20).await });
+        // On this single-threaded runtime the reader runs only when the test yields: it finds
+        // nothing at the store's end and parks until an append.
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            !read.is_finished(),
+            "answered before the records were appended"
+        );
+        log.append(&[record(1), record(2)]).await.unwrap();
+        let got = read.await.unwrap().unwrap();
+        assert_eq!(got.iter().map(|r| r.offset.0).collect::<Vec<_>>(), [1, 2]);
+    }
 
     #[test]
     fn openmetrics_counters_become_0_0_4_counters() {
