@@ -14,6 +14,7 @@
 //! [listen]
 //! peer = "127.0.0.1:7101"     # QUIC (UDP); defaults to this replica's voter entry
 //! client = "127.0.0.1:7001"   # RESP (TCP); defaults to this replica's voter entry
+//! metrics = "127.0.0.1:9101"  # Prometheus text endpoint (HTTP GET /metrics); off when unset
 //!
 //! [tls]
 //! ca_cert = "certs/ca.pem"
@@ -48,6 +49,9 @@
 //! inline_bytes_max = 65536
 //! request_bytes_max = 1048576
 //! connections_max = 10000
+//! tls_cert = "certs/client.pem" # TLS on the client port (with tls_key); off when unset
+//! tls_key = "certs/client.key"
+//! tls_ca = "certs/clients-ca.pem" # optional: require client certificates signed by this CA
 //! ```
 
 use std::collections::BTreeMap;
@@ -212,9 +216,22 @@ pub struct SnapshotOptions {
     pub chunk_bytes: u32,
 }
 
+/// TLS on the client port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientTls {
+    /// The server certificate chain, PEM.
+    pub cert: PathBuf,
+    /// Its private key, PEM.
+    pub key: PathBuf,
+    /// If set, clients must present a certificate signed by this CA (PEM).
+    pub ca: Option<PathBuf>,
+}
+
 /// Client-facing options.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientOptions {
+    /// TLS on the client port, if enabled.
+    pub tls: Option<ClientTls>,
     /// The password of `AUTH`, if any.
     pub requirepass: Option<String>,
     /// The read mode of a new connection.
@@ -242,6 +259,8 @@ pub struct NodeConfig {
     pub listen_peer: SocketAddr,
     /// The RESP listen address.
     pub listen_client: SocketAddr,
+    /// The metrics (HTTP) listen address; no endpoint when unset.
+    pub listen_metrics: Option<SocketAddr>,
     /// TLS material.
     pub tls: TlsPaths,
     /// Voters by id.
@@ -328,6 +347,7 @@ pub struct FileConfig {
 struct ListenSection {
     peer: Option<String>,
     client: Option<String>,
+    metrics: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -399,6 +419,9 @@ struct ClientSection {
     inline_bytes_max: Option<usize>,
     request_bytes_max: Option<usize>,
     connections_max: Option<usize>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_ca: Option<PathBuf>,
 }
 
 /// Values from flags and environment variables, applied over the file.
@@ -422,6 +445,9 @@ pub struct Overrides {
     /// The RESP client listen address.
     #[arg(long, env = "RAFT_NODE_LISTEN_CLIENT")]
     pub listen_client: Option<String>,
+    /// The Prometheus metrics listen address (HTTP, GET /metrics); off when unset.
+    #[arg(long, env = "RAFT_NODE_LISTEN_METRICS")]
+    pub listen_metrics: Option<String>,
     /// Voters as `ID=PEER_ADDR[/CLIENT_ADDR],...` (replaces the file's list).
     #[arg(long, env = "RAFT_NODE_VOTERS")]
     pub voters: Option<String>,
@@ -437,6 +463,15 @@ pub struct Overrides {
     /// This node's private key (PEM).
     #[arg(long, env = "RAFT_NODE_TLS_KEY")]
     pub tls_key: Option<PathBuf>,
+    /// TLS on the client port: the server certificate (PEM); needs --client-tls-key.
+    #[arg(long, env = "RAFT_NODE_CLIENT_TLS_CERT")]
+    pub client_tls_cert: Option<PathBuf>,
+    /// TLS on the client port: the private key (PEM).
+    #[arg(long, env = "RAFT_NODE_CLIENT_TLS_KEY")]
+    pub client_tls_key: Option<PathBuf>,
+    /// TLS on the client port: require client certificates signed by this CA (PEM).
+    #[arg(long, env = "RAFT_NODE_CLIENT_TLS_CA")]
+    pub client_tls_ca: Option<PathBuf>,
     /// The client password (as Redis's requirepass).
     #[arg(long, env = "RAFT_NODE_REQUIREPASS", hide_env_values = true)]
     pub requirepass: Option<String>,
@@ -489,6 +524,7 @@ impl FileConfig {
         set(&mut self.log, &o.log);
         set(&mut self.listen.peer, &o.listen_peer);
         set(&mut self.listen.client, &o.listen_client);
+        set(&mut self.listen.metrics, &o.listen_metrics);
         set(&mut self.client.requirepass, &o.requirepass);
         // Paths given as flags are relative to the working directory: made absolute here so
         // that resolving against the file's directory leaves them alone.
@@ -498,6 +534,9 @@ impl FileConfig {
         set(&mut self.tls.ca_cert, &abs(&o.tls_ca_cert));
         set(&mut self.tls.cert, &abs(&o.tls_cert));
         set(&mut self.tls.key, &abs(&o.tls_key));
+        set(&mut self.client.tls_cert, &abs(&o.client_tls_cert));
+        set(&mut self.client.tls_key, &abs(&o.client_tls_key));
+        set(&mut self.client.tls_ca, &abs(&o.client_tls_ca));
         if let Some(v) = &o.voters {
             self.voters = parse_peer_list("--voters", v)?;
         }
@@ -558,6 +597,10 @@ impl FileConfig {
                 ))
             }
         };
+        let listen_metrics = match &self.listen.metrics {
+            Some(a) => Some(resolve("listen.metrics", a)?),
+            None => None,
+        };
         let data_dir = self.path(
             self.data_dir
                 .as_deref()
@@ -585,12 +628,13 @@ impl FileConfig {
             log: self.log.clone(),
             listen_peer,
             listen_client,
+            listen_metrics,
             tls,
             voters,
             observers,
             timers: self.timers.check()?,
             snapshot: self.snapshot.check()?,
-            client: self.client.check()?,
+            client: self.client.check(|p| self.path(p))?,
         };
         cfg.raft_config()?;
         Ok(cfg)
@@ -632,7 +676,23 @@ impl TimersSection {
 }
 
 impl ClientSection {
-    fn check(&self) -> Result<ClientOptions, ConfigError> {
+    fn check(&self, path: impl Fn(&Path) -> PathBuf) -> Result<ClientOptions, ConfigError> {
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(ClientTls {
+                cert: path(cert),
+                key: path(key),
+                ca: self.tls_ca.as_deref().map(&path),
+            }),
+            (Some(_), None) => return Err(bad("client.tls_key", "required with client.tls_cert")),
+            (None, Some(_)) => return Err(bad("client.tls_cert", "required with client.tls_key")),
+            (None, None) if self.tls_ca.is_some() => {
+                return Err(bad(
+                    "client.tls_ca",
+                    "needs client.tls_cert and client.tls_key (client certificates need TLS)",
+                ))
+            }
+            (None, None) => None,
+        };
         let d = Limits::default();
         let positive = |field: &str, v: Option<usize>, default: usize| match v {
             Some(0) => Err(bad(format!("client.{field}"), "must be greater than zero")),
@@ -655,6 +715,7 @@ impl ClientSection {
             ));
         }
         Ok(ClientOptions {
+            tls,
             requirepass: self.requirepass.clone(),
             read_mode,
             limits: Limits {
@@ -861,5 +922,36 @@ mod tests {
         assert_eq!(cfg.id, ReplicaId(3));
         assert_eq!(cfg.voters.len(), 2);
         assert_eq!(cfg.listen_client.port(), 9);
+        assert_eq!(cfg.listen_metrics, None);
+        let mut f = FileConfig::parse(GOOD).unwrap();
+        f.apply(&Overrides {
+            listen_metrics: Some("127.0.0.1:9101".into()),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert_eq!(
+            f.check().unwrap().listen_metrics,
+            Some("127.0.0.1:9101".parse().unwrap())
+        );
+        let file = format!("{GOOD}\n[listen]\nmetrics = \"nowhere\"\n");
+        assert_eq!(field_of(&file), "listen.metrics");
+    }
+
+    #[test]
+    fn client_tls_needs_a_certificate_and_a_key() {
+        let tls = |lines: &str| format!("{GOOD}\n[client]\n{lines}\n");
+        assert_eq!(field_of(&tls("tls_cert = \"c.pem\"")), "client.tls_key");
+        assert_eq!(field_of(&tls("tls_key = \"c.key\"")), "client.tls_cert");
+        assert_eq!(field_of(&tls("tls_ca = \"ca.pem\"")), "client.tls_ca");
+        let mut f = FileConfig::parse(&tls("tls_cert = \"c.pem\"\ntls_key = \"c.key\"")).unwrap();
+        f.base = PathBuf::from("/etc/kv");
+        let cfg = f.check().unwrap();
+        let t = cfg.client.tls.unwrap();
+        assert_eq!(t.cert, PathBuf::from("/etc/kv/c.pem"));
+        assert_eq!(t.ca, None);
+        assert_eq!(
+            FileConfig::parse(GOOD).unwrap().check().unwrap().client.tls,
+            None
+        );
     }
 }

@@ -23,7 +23,8 @@ const IDS: [u32; 3] = [1, 2, 3];
 pub struct DevOptions {
     /// The directory holding everything.
     pub dir: PathBuf,
-    /// Client ports are `base_port + id`, peer ports `base_port + 100 + id`.
+    /// Client ports are `base_port + id`, peer ports `base_port + 100 + id`, metrics ports
+    /// `base_port + 200 + id`.
     pub base_port: u16,
     /// The storage engine for new data directories.
     pub storage: Option<String>,
@@ -57,8 +58,10 @@ fn node_toml(cluster: &str, id: u32, base: u16, storage: &str) -> String {
         "# Written by `raft-node dev` at every start. Relative paths are relative to this\n\
          # file's directory; `raft-node run --config FILE` runs this node on its own.\n\
          cluster_id = \"{cluster}\"\nreplica_id = {id}\ndata_dir = \"node{id}\"\nstorage = \"{storage}\"\n\n\
+         [listen]\nmetrics = \"127.0.0.1:{metrics}\"\n\n\
          [tls]\nca_cert = \"certs/ca.pem\"\ncert = \"certs/node-{id}.pem\"\nkey = \"certs/node-{id}.key\"\n\n\
-         [timers]\nelection_timeout_ms = 500\nfetch_timeout_ms = 1000\nfetch_max_wait_ms = 250\n"
+         [timers]\nelection_timeout_ms = 500\nfetch_timeout_ms = 1000\nfetch_max_wait_ms = 250\n",
+        metrics = u32::from(base) + 200 + id
     );
     for v in IDS {
         s += &format!(
@@ -72,9 +75,9 @@ fn node_toml(cluster: &str, id: u32, base: u16, storage: &str) -> String {
 
 /// Prepares the directory and starts the three nodes.
 pub async fn start(opts: &DevOptions) -> Result<Dev, String> {
-    if u32::from(opts.base_port) + 100 + 3 > u32::from(u16::MAX) {
+    if u32::from(opts.base_port) + 200 + 3 > u32::from(u16::MAX) {
         return Err(format!(
-            "--base-port {} leaves no room for the peer ports",
+            "--base-port {} leaves no room for the peer and metrics ports",
             opts.base_port
         ));
     }

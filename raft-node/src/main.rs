@@ -15,8 +15,10 @@ mod certs;
 mod commands;
 mod config;
 mod dev;
+mod http;
 mod identity;
 mod kv;
+mod metrics;
 mod node;
 mod resp;
 mod server;
@@ -57,7 +59,8 @@ enum Cmd {
         /// Where certificates, configs and data live (kept between runs).
         #[arg(long, default_value = "./raft-dev")]
         dir: PathBuf,
-        /// Client ports are BASE+1..BASE+3, peer ports BASE+101..BASE+103.
+        /// Client ports are BASE+1..BASE+3, peer ports BASE+101..BASE+103, metrics ports
+        /// BASE+201..BASE+203.
         #[arg(long, default_value_t = 7000)]
         base_port: u16,
         /// Storage engine for new data directories: redb or fjall.
@@ -114,6 +117,9 @@ async fn run(config: Option<PathBuf>, overrides: Overrides) -> anyhow::Result<()
         "raft-node: replica {} serving clients on {} (peers on {})",
         running.id.0, running.client_addr, running.peer_addr
     );
+    if let Some(addr) = running.metrics_addr {
+        println!("raft-node: metrics on http://{addr}/metrics");
+    }
     stop_signal().await;
     tracing::info!("stopping");
     running.shutdown().await;
@@ -127,8 +133,11 @@ async fn dev(opts: dev::DevOptions) -> anyhow::Result<()> {
     println!("  (the data is kept between runs; delete {shown} to start afresh)");
     let cluster = dev::start(&opts).await.map_err(anyhow::Error::msg)?;
     for n in &cluster.nodes {
+        let metrics = n
+            .metrics_addr
+            .map_or(String::new(), |a| format!("  metrics http://{a}/metrics"));
         println!(
-            "  node {}: client 127.0.0.1:{}  peer {}",
+            "  node {}: client 127.0.0.1:{}  peer {}{metrics}",
             n.id.0,
             n.client_addr.port(),
             n.peer_addr

@@ -11,8 +11,10 @@ use raft_transport_quic::{QuicConfig, QuicTransport, TlsMaterial};
 use tokio::net::TcpListener;
 
 use crate::config::{ConfigError, NodeConfig, StorageKind};
+use crate::http::{self, HttpHandle};
 use crate::identity::{self, IdentityError};
 use crate::kv::Kv;
+use crate::metrics::{NodeMetrics, Scrape, TimedLog, TimedTransport};
 use crate::server::{Server, ServerHandle};
 
 /// Why a node did not start.
@@ -54,6 +56,14 @@ pub enum StartError {
         /// Why.
         reason: String,
     },
+    /// The client TLS material is unusable.
+    #[error("invalid configuration: `{field}`: {reason}")]
+    ClientTls {
+        /// The config field naming the file.
+        field: &'static str,
+        /// Why.
+        reason: String,
+    },
     /// The transport refused its setup (often the TLS material).
     #[error("starting the QUIC transport failed: {0}")]
     Transport(String),
@@ -72,7 +82,10 @@ pub struct Running {
     pub client_addr: SocketAddr,
     /// Where peers connect.
     pub peer_addr: SocketAddr,
+    /// Where the metrics endpoint listens, if enabled.
+    pub metrics_addr: Option<SocketAddr>,
     server: ServerHandle,
+    http: Option<HttpHandle>,
 }
 
 impl Running {
@@ -82,6 +95,9 @@ impl Running {
     pub async fn shutdown(self) {
         self.server.stop().await;
         self.node.shutdown().await;
+        if let Some(http) = self.http {
+            http.stop().await;
+        }
     }
 }
 
@@ -91,6 +107,62 @@ fn read_pem(field: &'static str, path: &std::path::Path) -> Result<String, Start
         path: path.display().to_string(),
         reason: e.to_string(),
     })
+}
+
+/// The TLS acceptor of the client port, from PEM files: the ring provider, TLS 1.2 and 1.3,
+/// and client certificates required when a client CA is configured.
+fn client_tls(tls: &crate::config::ClientTls) -> Result<tokio_rustls::TlsAcceptor, StartError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let bad = |field: &'static str, reason: String| StartError::ClientTls { field, reason };
+    let cert_pem = read_pem("client.tls_cert", &tls.cert)?;
+    let key_pem = read_pem("client.tls_key", &tls.key)?;
+    let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad("client.tls_cert", format!("{}: {e}", tls.cert.display())))?;
+    if chain.is_empty() {
+        let reason = format!("no certificate in {}", tls.cert.display());
+        return Err(bad("client.tls_cert", reason));
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+        .map_err(|e| bad("client.tls_key", format!("{}: {e}", tls.key.display())))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad("client.tls_cert", e.to_string()))?;
+    let builder = match &tls.ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let ca_pem = read_pem("client.tls_ca", ca)?;
+            let mut roots = rustls::RootCertStore::empty();
+            for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+                let c = c.map_err(|e| bad("client.tls_ca", format!("{}: {e}", ca.display())))?;
+                roots
+                    .add(c)
+                    .map_err(|e| bad("client.tls_ca", format!("{}: {e}", ca.display())))?;
+            }
+            if roots.is_empty() {
+                return Err(bad(
+                    "client.tls_ca",
+                    format!("no certificate in {}", ca.display()),
+                ));
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .map_err(|e| bad("client.tls_ca", e.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let config = builder.with_single_cert(chain, key).map_err(|e| {
+        bad(
+            "client.tls_key",
+            format!("does not fit the certificate: {e}"),
+        )
+    })?;
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
 type Stores = (
@@ -139,6 +211,7 @@ pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
         cert_pem: read_pem("tls.cert", &cfg.tls.cert)?,
         key_pem: read_pem("tls.key", &cfg.tls.key)?,
     };
+    let acceptor = cfg.client.tls.as_ref().map(client_tls).transpose()?;
     // The client port first: a port in use fails before anything is touched on disk.
     let listener = TcpListener::bind(cfg.listen_client)
         .await
@@ -148,6 +221,18 @@ pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
             reason: e.to_string(),
         })?;
     let client_addr = listener.local_addr().unwrap_or(cfg.listen_client);
+    let metrics_listener = match cfg.listen_metrics {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .map_err(|e| StartError::Listen {
+                    field: "listen.metrics",
+                    addr,
+                    reason: e.to_string(),
+                })?,
+        ),
+        None => None,
+    };
     identity::check_or_create(&cfg)?;
     let for_open = cfg.clone();
     let (log, election, snapshots) = tokio::task::spawn_blocking(move || open_storage(&for_open))
@@ -162,6 +247,8 @@ pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
     let transport = QuicTransport::with_socket(quic, socket)
         .map_err(|e| StartError::Transport(e.to_string()))?;
     let peer_addr = transport.local_addr();
+    let transport = Arc::new(transport);
+    let metrics = Arc::new(NodeMetrics::new(Some(transport.clone())));
     let kv = Arc::new(Kv::new());
     let options = DriverOptions {
         seed: seed(cfg.id),
@@ -169,25 +256,46 @@ pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
         ..DriverOptions::default()
     };
     let parts = Parts {
-        log,
+        log: Arc::new(TimedLog::new(log, metrics.clone())),
         election,
-        transport: Arc::new(transport),
+        transport: Arc::new(TimedTransport::new(transport, metrics.clone())),
         state_machine: kv.clone(),
         snapshots,
     };
     let node = Node::start(raft_cfg, parts, options)
         .await
         .map_err(|e| StartError::Driver(e.to_string()))?;
+    metrics.attach(node.clone());
     let id = cfg.id;
-    tracing::info!(replica = %id, %client_addr, %peer_addr, storage = cfg.storage.name(), "node started");
-    let server = Arc::new(Server::new(node.clone(), kv, Arc::new(cfg), client_addr));
-    let server = server.spawn(listener);
+    let metrics_addr = metrics_listener.as_ref().map(|l| {
+        l.local_addr()
+            .unwrap_or_else(|_| cfg.listen_metrics.unwrap_or(client_addr))
+    });
+    tracing::info!(replica = %id, %client_addr, %peer_addr, ?metrics_addr, storage = cfg.storage.name(), "node started");
+    let http = metrics_listener.map(|l| {
+        let scrape = Scrape {
+            metrics: metrics.clone(),
+            node: node.clone(),
+            kv: kv.clone(),
+        };
+        http::spawn(l, scrape)
+    });
+    let server = Arc::new(Server::new(
+        node.clone(),
+        kv,
+        Arc::new(cfg),
+        client_addr,
+        metrics,
+    ));
+    let server = server.spawn(listener, acceptor);
     Ok(Running {
         id,
         node,
         client_addr,
         peer_addr,
+        metrics_addr,
         server,
+        http,
     })
 }
 

@@ -18,14 +18,19 @@ use bytes::{Bytes, BytesMut};
 use raft_core::driver::{Node, WriteError};
 use raft_core::protocol::{ProposeError, Status};
 use raft_core::{ReplicaId, Role};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
+use tokio_rustls::TlsAcceptor;
 
 use crate::commands::{self, AdminOp, Conn, Context, Plan, ReadOp};
 use crate::config::{NodeConfig, ReadMode};
 use crate::kv::{self, Kv};
+use crate::metrics::NodeMetrics;
 use crate::resp::{Parser, Reply};
+
+/// How long a client may take to complete its TLS handshake.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Most requests taken from one connection's buffer before replies are written.
 pub const BATCH_MAX: usize = 1024;
@@ -101,6 +106,24 @@ pub struct Server {
     client_addr: SocketAddr,
     connections: Arc<Semaphore>,
     next_conn: AtomicU64,
+    metrics: Arc<NodeMetrics>,
+}
+
+/// Counts one in-flight operation on a gauge for as long as it lives (also when the future
+/// holding it is dropped, e.g. by a timeout).
+struct InFlight<'a>(&'a prometheus_client::metrics::gauge::Gauge);
+
+impl<'a> InFlight<'a> {
+    fn new(gauge: &'a prometheus_client::metrics::gauge::Gauge) -> InFlight<'a> {
+        gauge.inc();
+        InFlight(gauge)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 /// Wall-clock milliseconds since the Unix epoch (0 if the clock is before 1970).
@@ -125,11 +148,18 @@ impl ServerHandle {
 }
 
 impl Server {
-    /// A server for `node` and its state machine.
-    pub fn new(node: Node, kv: Arc<Kv>, cfg: Arc<NodeConfig>, client_addr: SocketAddr) -> Server {
+    /// A server for `node` and its state machine, keeping `metrics` up to date.
+    pub fn new(
+        node: Node,
+        kv: Arc<Kv>,
+        cfg: Arc<NodeConfig>,
+        client_addr: SocketAddr,
+        metrics: Arc<NodeMetrics>,
+    ) -> Server {
         Server {
             node,
             kv,
+            metrics,
             connections: Arc::new(Semaphore::new(cfg.client.connections_max)),
             cfg,
             started: std::time::Instant::now(),
@@ -138,23 +168,41 @@ impl Server {
         }
     }
 
-    /// Spawns the accept loop on `listener`.
-    pub fn spawn(self: Arc<Self>, listener: TcpListener) -> ServerHandle {
+    /// Spawns the accept loop on `listener`; with `tls`, every connection must complete a TLS
+    /// handshake first.
+    pub fn spawn(self: Arc<Self>, listener: TcpListener, tls: Option<TlsAcceptor>) -> ServerHandle {
         let (stop, stop_rx) = watch::channel(false);
-        let task = tokio::spawn(self.accept_loop(listener, stop_rx));
+        let task = tokio::spawn(self.accept_loop(listener, tls, stop_rx));
         ServerHandle { stop, task }
     }
 
-    async fn accept_loop(self: Arc<Self>, listener: TcpListener, mut stop: watch::Receiver<bool>) {
+    async fn accept_loop(
+        self: Arc<Self>,
+        listener: TcpListener,
+        tls: Option<TlsAcceptor>,
+        mut stop: watch::Receiver<bool>,
+    ) {
         let mut conns = tokio::task::JoinSet::new();
         loop {
             tokio::select! {
                 accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => {
+                    Ok((stream, peer)) => {
                         let _ = stream.set_nodelay(true);
                         let server = self.clone();
                         let stop = stop.clone();
-                        conns.spawn(async move { server.serve(stream, stop).await });
+                        let tls = tls.clone();
+                        conns.spawn(async move {
+                            let Some(tls) = tls else {
+                                return server.serve(stream, stop).await;
+                            };
+                            // A client that does not speak TLS (or too slowly) is dropped here:
+                            // nothing it sent reaches the RESP parser.
+                            match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
+                                Ok(Ok(stream)) => server.serve(stream, stop).await,
+                                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                                Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                            }
+                        });
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "accept failed");
@@ -169,7 +217,11 @@ impl Server {
         while conns.join_next().await.is_some() {}
     }
 
-    async fn serve(&self, mut stream: TcpStream, mut stop: watch::Receiver<bool>) {
+    async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        mut stream: S,
+        mut stop: watch::Receiver<bool>,
+    ) {
         let Ok(_permit) = self.connections.clone().try_acquire_owned() else {
             let r = Reply::err("max number of clients reached").to_bytes();
             let _ = stream.write_all(&r).await;
@@ -249,6 +301,8 @@ impl Server {
                     return true;
                 }
                 Plan::Read(op) => {
+                    let started = std::time::Instant::now();
+                    let _in_flight = InFlight::new(&self.metrics.reads_in_flight);
                     if !barrier_passed {
                         match self.read_barrier(conn.read_mode).await {
                             Ok(()) => barrier_passed = true,
@@ -259,6 +313,7 @@ impl Server {
                         }
                     }
                     self.read(op).encode(out);
+                    self.metrics.observe_read(conn.read_mode, started.elapsed());
                 }
                 Plan::Admin(op) => self.admin(conn, op).await.encode(out),
             }
@@ -322,10 +377,14 @@ impl Server {
 
     async fn propose_once(&self, payload: Bytes) -> Result<Bytes, WriteFailure> {
         let timeout = self.cfg.timers.write_timeout;
+        let started = std::time::Instant::now();
+        let _in_flight = InFlight::new(&self.metrics.proposals_in_flight);
         match tokio::time::timeout(timeout, self.node.write(payload)).await {
-            Ok(r) => r
-                .map(|c| c.response)
-                .map_err(WriteFailure::from_write_error),
+            Ok(Ok(c)) => {
+                self.metrics.observe_commit(started.elapsed());
+                Ok(c.response)
+            }
+            Ok(Err(e)) => Err(WriteFailure::from_write_error(e)),
             Err(_) => Err(WriteFailure::Timeout(timeout)),
         }
     }

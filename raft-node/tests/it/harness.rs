@@ -13,6 +13,18 @@ const BIN: &str = env!("CARGO_BIN_EXE_raft-node");
 /// How long anything in these tests may take to become true.
 const DEADLINE: Duration = Duration::from_secs(30);
 
+/// Polls `f` until it is true: false if it is still false at the deadline.
+pub fn poll(mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + DEADLINE;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
 /// Polls `f` until it is true; panics naming `what` after the deadline.
 pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + DEADLINE;
@@ -108,42 +120,112 @@ impl Client {
         cmds.iter().map(|_| self.read_value().unwrap()).collect()
     }
 
-    fn read_line(&mut self) -> std::io::Result<String> {
-        let mut line = String::new();
-        self.reader.read_line(&mut line)?;
-        if !line.ends_with("\r\n") {
-            return Err(std::io::Error::other(format!("bad line {line:?}")));
-        }
-        line.truncate(line.len() - 2);
-        Ok(line)
-    }
-
     fn read_value(&mut self) -> std::io::Result<Value> {
-        let line = self.read_line()?;
-        let (kind, rest) = line.split_at(1);
-        let num = || rest.parse::<i64>().map_err(std::io::Error::other);
-        Ok(match kind {
-            "+" => Value::Simple(rest.into()),
-            "-" => Value::Error(rest.into()),
-            ":" => Value::Int(num()?),
-            "$" if num()? < 0 => Value::Nil,
-            "$" => {
-                let mut b = vec![0; num()? as usize + 2];
-                self.reader.read_exact(&mut b)?;
-                b.truncate(b.len() - 2);
-                Value::Bulk(b)
-            }
-            "*" => {
-                let n = num()?;
-                let mut items = Vec::new();
-                for _ in 0..n.max(0) {
-                    items.push(self.read_value()?);
-                }
-                Value::Array(items)
-            }
-            _ => return Err(std::io::Error::other(format!("bad reply {line:?}"))),
-        })
+        read_value(&mut self.reader)
     }
+}
+
+fn read_line(r: &mut impl BufRead) -> std::io::Result<String> {
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    if !line.ends_with("\r\n") {
+        return Err(std::io::Error::other(format!("bad line {line:?}")));
+    }
+    line.truncate(line.len() - 2);
+    Ok(line)
+}
+
+/// Reads one RESP2 reply.
+pub fn read_value(r: &mut impl BufRead) -> std::io::Result<Value> {
+    let line = read_line(r)?;
+    let (kind, rest) = line.split_at(1);
+    let num = || rest.parse::<i64>().map_err(std::io::Error::other);
+    Ok(match kind {
+        "+" => Value::Simple(rest.into()),
+        "-" => Value::Error(rest.into()),
+        ":" => Value::Int(num()?),
+        "$" if num()? < 0 => Value::Nil,
+        "$" => {
+            let mut b = vec![0; num()? as usize + 2];
+            r.read_exact(&mut b)?;
+            b.truncate(b.len() - 2);
+            Value::Bulk(b)
+        }
+        "*" => {
+            let n = num()?;
+            let mut items = Vec::new();
+            for _ in 0..n.max(0) {
+                items.push(read_value(r)?);
+            }
+            Value::Array(items)
+        }
+        _ => return Err(std::io::Error::other(format!("bad reply {line:?}"))),
+    })
+}
+
+/// Encodes a request as a RESP2 array of bulk strings.
+pub fn encode_request(args: &[&str]) -> Vec<u8> {
+    let mut out = Vec::new();
+    Client::encode(&mut out, args);
+    out
+}
+
+/// A connection of the `redis` client crate (sync API) to `127.0.0.1:port`, with read and
+/// write timeouts so that a dead node fails a call instead of hanging it.
+pub fn redis_connect(port: u16) -> redis::Connection {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let conn = client
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .unwrap_or_else(|e| panic!("redis client cannot connect to port {port}: {e}"));
+    conn.set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    conn.set_write_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    conn
+}
+
+/// An HTTP response: status code, head (status line and headers) and body.
+pub struct HttpResponse {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
+}
+
+/// Sends `request` (a whole HTTP request) to `127.0.0.1:port` and reads the response until the
+/// server closes the connection.
+pub fn http_exchange(port: u16, request: &[u8]) -> HttpResponse {
+    let raw = raw_exchange(port, request);
+    let (head, body) = raw
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP head in {raw:?}"));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    HttpResponse {
+        status,
+        head: head.to_string(),
+        body: body.to_string(),
+    }
+}
+
+/// `GET /metrics` on `port`: the exposition text (panics unless the answer is 200).
+pub fn scrape(port: u16) -> String {
+    let r = http_exchange(port, b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert_eq!(r.status, 200, "{}", r.head);
+    r.body
+}
+
+/// The value of the sample `series` (a name with its labels, exactly as exposed) in `text`.
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
 }
 
 /// Sends raw bytes on a fresh connection and returns everything the server sends until it
@@ -161,6 +243,7 @@ struct NodeProc {
     id: u32,
     client_port: u16,
     peer_port: u16,
+    metrics_port: u16,
     child: Option<Child>,
 }
 
@@ -170,24 +253,23 @@ pub struct Cluster {
     nodes: Vec<NodeProc>,
     extra: String,
     password: Option<String>,
+    /// Per-node replacements of the `[timers]` table's body.
+    timers: std::collections::BTreeMap<u32, String>,
 }
 
-fn free_ports(n: usize) -> Vec<(u16, u16)> {
+/// `(client, peer, metrics)` ports for `n` nodes.
+fn free_ports(n: usize) -> Vec<(u16, u16, u16)> {
     // Hold every socket until all are chosen so that no two nodes get the same port.
-    let tcp: Vec<TcpListener> = (0..n)
+    let tcp: Vec<TcpListener> = (0..2 * n)
         .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
         .collect();
     let udp: Vec<UdpSocket> = (0..n)
         .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
         .collect();
-    tcp.iter()
+    let port = |t: &TcpListener| t.local_addr().unwrap().port();
+    tcp.chunks(2)
         .zip(&udp)
-        .map(|(t, u)| {
-            (
-                t.local_addr().unwrap().port(),
-                u.local_addr().unwrap().port(),
-            )
-        })
+        .map(|(t, u)| (port(&t[0]), u.local_addr().unwrap().port(), port(&t[1])))
         .collect()
 }
 
@@ -207,10 +289,11 @@ impl Cluster {
         let nodes = free_ports(n as usize)
             .into_iter()
             .zip(1..)
-            .map(|((client_port, peer_port), id)| NodeProc {
+            .map(|((client_port, peer_port, metrics_port), id)| NodeProc {
                 id,
                 client_port,
                 peer_port,
+                metrics_port,
                 child: None,
             })
             .collect();
@@ -224,6 +307,7 @@ impl Cluster {
             nodes,
             extra: extra.to_string(),
             password,
+            timers: std::collections::BTreeMap::new(),
         };
         for n in &cluster.nodes {
             std::fs::write(cluster.config_path(n.id), cluster.config_text(n.id)).unwrap();
@@ -238,6 +322,11 @@ impl Cluster {
         c
     }
 
+    /// The cluster's directory (certificates in `certs/`, configs, data and logs).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     fn config_path(&self, id: u32) -> PathBuf {
         self.dir.path().join(format!("node{id}.toml"))
     }
@@ -246,13 +335,28 @@ impl Cluster {
         self.dir.path().join(format!("node{id}.log"))
     }
 
+    /// Replaces the body of node `id`'s `[timers]` table (rewrites its config file; takes
+    /// effect at its next start).
+    pub fn set_timers(&mut self, id: u32, timers: &str) {
+        self.timers.insert(id, timers.to_string());
+        std::fs::write(self.config_path(id), self.config_text(id)).unwrap();
+    }
+
     /// The config file of node `id`.
     pub fn config_text(&self, id: u32) -> String {
+        let timers = self.timers.get(&id).map_or(
+            // Generous for a loaded 2-core machine: a follower starved for a second must not
+            // start an election or make the leader resign.
+            "election_timeout_ms = 500\nfetch_timeout_ms = 2000\nfetch_max_wait_ms = 250\n\
+             request_timeout_ms = 1000\nwrite_timeout_ms = 5000\nshutdown_timeout_ms = 1000\n",
+            String::as_str,
+        );
+        let metrics = self.metrics_port(id);
         let mut s = format!(
-            "cluster_id = \"it\"\nreplica_id = {id}\ndata_dir = \"data{id}\"\n\n[tls]\n\
+            "cluster_id = \"it\"\nreplica_id = {id}\ndata_dir = \"data{id}\"\n\n\
+             [listen]\nmetrics = \"127.0.0.1:{metrics}\"\n\n[tls]\n\
              ca_cert = \"certs/ca.pem\"\ncert = \"certs/node-{id}.pem\"\nkey = \"certs/node-{id}.key\"\n\n\
-             [timers]\nelection_timeout_ms = 300\nfetch_timeout_ms = 1000\nfetch_max_wait_ms = 250\n\
-             request_timeout_ms = 1000\nwrite_timeout_ms = 5000\nshutdown_timeout_ms = 1000\n"
+             [timers]\n{timers}"
         );
         for n in &self.nodes {
             s += &format!(
@@ -289,8 +393,8 @@ impl Cluster {
             .unwrap()
     }
 
-    /// Starts every node that is not running and waits until each answers PING.
-    pub fn restart_all(&mut self) {
+    /// Starts every node that is not running, without waiting for anything.
+    pub fn launch_all(&mut self) {
         for i in 0..self.nodes.len() {
             if self.nodes[i].child.is_none() {
                 let id = self.nodes[i].id;
@@ -298,6 +402,11 @@ impl Cluster {
                 self.nodes[i].child = Some(child);
             }
         }
+    }
+
+    /// Starts every node that is not running and waits until each answers PING.
+    pub fn restart_all(&mut self) {
+        self.launch_all();
         for n in &self.nodes {
             let port = n.client_port;
             wait_until(&format!("node {} to answer PING", n.id), || {
@@ -349,6 +458,11 @@ impl Cluster {
         self.nodes.iter().find(|n| n.id == id).unwrap().client_port
     }
 
+    /// The port of node `id`'s metrics endpoint.
+    pub fn metrics_port(&self, id: u32) -> u16 {
+        self.nodes.iter().find(|n| n.id == id).unwrap().metrics_port
+    }
+
     /// A client of node `id`, authenticated if the cluster has a password.
     pub fn client(&self, id: u32) -> Client {
         let mut c = self.client_unauthenticated(id);
@@ -397,6 +511,63 @@ impl Drop for Cluster {
 }
 
 impl Cluster {
+    /// Sends SIGTERM to node `id` and waits (up to the deadline) for it to exit; `Some(code)`
+    /// is its exit code, `None` a death by signal or no exit in time (then it is killed).
+    pub fn terminate(&mut self, id: u32) -> Option<i32> {
+        let n = self.nodes.iter_mut().find(|n| n.id == id)?;
+        let mut child = n.child.take()?;
+        let sent = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -TERM failed");
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Node `id`'s `RAFT STATUS` as field/value pairs, or `None` if it does not answer.
+    pub fn status(&self, id: u32) -> Option<std::collections::BTreeMap<String, String>> {
+        let mut c = Client::connect(self.port(id)).ok()?;
+        if let Some(p) = &self.password {
+            c.try_cmd(&["AUTH", p]).ok()?;
+        }
+        let text = match c.try_cmd(&["RAFT", "STATUS"]).ok()? {
+            Value::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+            _ => return None,
+        };
+        Some(
+            text.lines()
+                .filter_map(|l| l.split_once(':'))
+                .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+                .collect(),
+        )
+    }
+
+    /// A numeric field of node `id`'s `RAFT STATUS` (panics if it does not answer).
+    pub fn status_u64(&self, id: u32, field: &str) -> u64 {
+        let st = self
+            .status(id)
+            .unwrap_or_else(|| panic!("node {id} does not answer RAFT STATUS"));
+        st.get(field)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no numeric {field} in node {id}'s status: {st:?}"))
+    }
+
+    /// A connection of the `redis` client crate to node `id`.
+    pub fn redis(&self, id: u32) -> redis::Connection {
+        redis_connect(self.port(id))
+    }
+
     /// SIGKILLs node `id`.
     pub fn kill(&mut self, id: u32) {
         if let Some(n) = self.nodes.iter_mut().find(|n| n.id == id) {
@@ -408,8 +579,8 @@ impl Cluster {
     }
 }
 
-/// A base port for `raft-node dev` whose six ports (`base+1..=3` TCP, `base+101..=103` UDP)
-/// are free right now.
+/// A base port for `raft-node dev` whose nine ports (`base+1..=3` and `base+201..=203` TCP,
+/// `base+101..=103` UDP) are free right now.
 pub fn free_base_port() -> u16 {
     let seed = std::process::id() as u64 * 7919
         + std::time::SystemTime::now()
@@ -417,8 +588,11 @@ pub fn free_base_port() -> u16 {
             .unwrap()
             .subsec_nanos() as u64;
     for i in 0..500u64 {
-        let base = 20_000 + ((seed + i * 613) % 40_000) as u16;
-        let tcp: Vec<_> = (1..=3)
+        // Below Linux's ephemeral range (32768..), so that no node of another test gets one of
+        // these ports between this check and the dev cluster's bind.
+        let base = 10_000 + ((seed + i * 613) % 22_000) as u16;
+        let tcp: Vec<_> = [1, 2, 3, 201, 202, 203]
+            .iter()
             .map(|k| TcpListener::bind(("127.0.0.1", base + k)))
             .collect();
         let udp: Vec<_> = (1..=3)
@@ -448,14 +622,24 @@ impl Dev {
             .args(["--base-port", &base.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
         let (tx, lines) = std::sync::mpsc::channel();
+        let tx2 = tx.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        // Warnings and a start failure's reason, shown with the output when a test fails.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx2.send(format!("stderr: {line}")).is_err() {
                     break;
                 }
             }
