@@ -1,0 +1,358 @@
+//! SVG charts drawn from the figures of a run (the same figures the JSON file holds), with
+//! `plotters`' SVG backend: throughput against concurrency (core writes, reads per mode),
+//! latency percentiles against concurrency, and read scaling across replicas.
+//!
+//! Concurrency is drawn on a log2 axis and latency on a log10 axis; both are plain linear axes
+//! over the logarithms, labelled with the original values, so that every chart uses one kind of
+//! coordinate. Text is left to the SVG viewer (no font is rasterized here).
+
+use std::error::Error;
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+use serde_json::Value;
+
+use crate::Figure;
+
+/// The charts a suite produces, by file name suffix.
+pub fn expected(suite: &str) -> &'static [&'static str] {
+    match suite {
+        "core" => &["core-throughput.svg", "core-latency.svg"],
+        "reads" => &[
+            "reads-throughput.svg",
+            "reads-latency.svg",
+            "reads-scaling.svg",
+        ],
+        _ => &[],
+    }
+}
+
+/// Where the charts of a run go and how they are named: next to the JSON file and after its
+/// stem, or `target/bench/bench-*.svg` without one.
+pub fn place(json: Option<&str>) -> (PathBuf, String) {
+    let Some(json) = json.map(Path::new) else {
+        return (PathBuf::from("target/bench"), "bench".into());
+    };
+    let dir = json
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let prefix = json
+        .file_stem()
+        .map_or_else(|| "bench".into(), |s| s.to_string_lossy().into_owned());
+    (dir, prefix)
+}
+
+/// The path of chart `name` for a run whose files are named with `prefix`.
+pub fn path(dir: &Path, prefix: &str, name: &str) -> PathBuf {
+    dir.join(format!("{prefix}-{name}"))
+}
+
+/// Fails unless every chart of `suites` exists and is not empty.
+pub fn check(dir: &Path, prefix: &str, suites: &[String]) -> Result<(), String> {
+    for suite in suites {
+        for name in expected(suite) {
+            let p = path(dir, prefix, name);
+            match std::fs::metadata(&p) {
+                Ok(m) if m.len() > 0 => {}
+                _ => return Err(format!("chart {} is missing", p.display())),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One line of a chart: label and points in data units.
+struct Series {
+    label: String,
+    points: Vec<(f64, f64)>,
+    /// Drawn thin with larger markers, to tell a p99 from the p50 of the same colour.
+    thin: bool,
+    colour: usize,
+}
+
+fn num(v: &Value, key: &str) -> Option<f64> {
+    v.get(key).and_then(Value::as_f64)
+}
+
+/// Points `(x, y)` of the figures of `suite` named `name`, x from `params[x]`, y from
+/// `values[y]`, sorted by x.
+fn points(figures: &[Figure], suite: &str, name: &str, x: &str, y: &str) -> Vec<(f64, f64)> {
+    let mut out: Vec<(f64, f64)> = figures
+        .iter()
+        .filter(|f| f.suite == suite && f.name == name)
+        .filter_map(|f| Some((num(&f.params, x)?, num(&f.values, y)?)))
+        .collect();
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    out
+}
+
+/// The distinct names of `suite`'s figures whose name does not start with `skip`, in order.
+fn names(figures: &[Figure], suite: &str, skip: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for f in figures.iter().filter(|f| f.suite == suite) {
+        if !f.name.starts_with(skip) && !out.contains(&f.name) {
+            out.push(f.name.clone());
+        }
+    }
+    out
+}
+
+/// A horizontal reference line.
+struct Target {
+    y: f64,
+    label: String,
+}
+
+struct Chart<'a> {
+    title: &'a str,
+    x_desc: &'a str,
+    y_desc: &'a str,
+    log_y: bool,
+    series: Vec<Series>,
+    targets: Vec<Target>,
+}
+
+fn draw(path: &Path, chart: &Chart<'_>) -> Result<(), Box<dyn Error>> {
+    let tx = |x: f64| x.max(1e-9).log2();
+    let ty = |y: f64| {
+        if chart.log_y {
+            y.max(1e-3).log10()
+        } else {
+            y
+        }
+    };
+    let all: Vec<(f64, f64)> = chart
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|&(x, y)| (tx(x), ty(y))))
+        .chain(chart.targets.iter().map(|t| (f64::NAN, ty(t.y))))
+        .collect();
+    let (mut x0, mut x1) = bounds(all.iter().map(|p| p.0));
+    let (mut y0, mut y1) = bounds(all.iter().map(|p| p.1));
+    // A single level still gets a visible range.
+    if x1 - x0 < 1.0 {
+        x0 -= 1.0;
+        x1 += 1.0;
+    }
+    if chart.log_y {
+        y0 = y0.floor();
+        y1 = y1.ceil().max(y0 + 1.0);
+    } else {
+        y0 = 0.0;
+        y1 = if y1 > 0.0 { y1 * 1.15 } else { 1.0 };
+    }
+    let root = SVGBackend::new(path, (900, 540)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut ctx = ChartBuilder::on(&root)
+        .caption(chart.title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(80)
+        .build_cartesian_2d(x0 - 0.2..x1 + 0.2, y0..y1)?;
+    let log_y = chart.log_y;
+    ctx.configure_mesh()
+        .x_desc(chart.x_desc)
+        .y_desc(chart.y_desc)
+        .x_label_formatter(&|v| format!("{}", 2f64.powf(*v).round()))
+        .y_label_formatter(&|v| {
+            if log_y {
+                short(10f64.powf(*v))
+            } else {
+                short(*v)
+            }
+        })
+        .draw()?;
+    for s in &chart.series {
+        let colour = Palette99::pick(s.colour);
+        let style = if s.thin {
+            colour.stroke_width(1)
+        } else {
+            colour.stroke_width(3)
+        };
+        let pts: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (tx(x), ty(y))).collect();
+        ctx.draw_series(LineSeries::new(pts.clone(), style))?
+            .label(s.label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
+        let marker = if s.thin { 4 } else { 3 };
+        ctx.draw_series(
+            pts.into_iter()
+                .map(move |p| Circle::new(p, marker, colour.filled())),
+        )?;
+    }
+    for t in &chart.targets {
+        let style = BLACK.mix(0.5).stroke_width(1);
+        let y = ty(t.y);
+        ctx.draw_series(LineSeries::new(vec![(x0 - 0.2, y), (x1 + 0.2, y)], style))?
+            .label(t.label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
+    }
+    ctx.configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in values.filter(|v| v.is_finite()) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if lo.is_finite() {
+        (lo, hi)
+    } else {
+        (0.0, 1.0)
+    }
+}
+
+/// 1234567 -> "1.23M", 0.25 -> "0.25".
+fn short(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e6 {
+        format!("{:.3}M", v / 1e6)
+    } else if a >= 1e3 {
+        format!("{:.3}k", v / 1e3)
+    } else if a >= 10.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Writes every chart the figures allow into `dir`, named `<prefix>-<chart>.svg`; returns the
+/// paths written.
+pub fn write(figures: &[Figure], dir: &Path, prefix: &str) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut charts: Vec<(&str, Chart<'_>)> = Vec::new();
+    let core = points(figures, "core", "writes", "clients", "writes_per_s");
+    if !core.is_empty() {
+        charts.push((
+            "core-throughput.svg",
+            Chart {
+                title: "core: writes per second against clients (3 voters, in-process)",
+                x_desc: "concurrent clients",
+                y_desc: "writes/s",
+                log_y: false,
+                series: vec![Series {
+                    label: "writes/s".into(),
+                    points: core,
+                    thin: false,
+                    colour: 0,
+                }],
+                targets: vec![],
+            },
+        ));
+        let series = [("p50_us", "p50"), ("p99_us", "p99"), ("p999_us", "p99.9")]
+            .iter()
+            .enumerate()
+            .map(|(i, (key, label))| Series {
+                label: (*label).into(),
+                points: points(figures, "core", "writes", "clients", key),
+                thin: false,
+                colour: i,
+            })
+            .collect();
+        charts.push((
+            "core-latency.svg",
+            Chart {
+                title: "core: write latency percentiles against clients",
+                x_desc: "concurrent clients",
+                y_desc: "latency (us, log)",
+                log_y: true,
+                series,
+                targets: vec![],
+            },
+        ));
+    }
+    let modes = names(figures, "reads", "scaling");
+    if !modes.is_empty() {
+        let per_mode = |key: &str, label: &str, thin: bool| -> Vec<Series> {
+            modes
+                .iter()
+                .enumerate()
+                .map(|(i, m)| Series {
+                    label: format!("{m}{label}"),
+                    points: points(figures, "reads", m, "readers", key),
+                    thin,
+                    colour: i,
+                })
+                .collect()
+        };
+        charts.push((
+            "reads-throughput.svg",
+            Chart {
+                title: "reads: reads per second against readers, per mode (3 voters)",
+                x_desc: "concurrent readers",
+                y_desc: "reads/s",
+                log_y: false,
+                series: per_mode("reads_per_s", "", false),
+                targets: vec![],
+            },
+        ));
+        let mut latency = per_mode("p50_us", " p50", false);
+        latency.extend(per_mode("p99_us", " p99", true));
+        charts.push((
+            "reads-latency.svg",
+            Chart {
+                title: "reads: latency p50 (thick) and p99 (thin) against readers",
+                x_desc: "concurrent readers",
+                y_desc: "latency (us, log)",
+                log_y: true,
+                series: latency,
+                targets: vec![],
+            },
+        ));
+        let mut scaling = Vec::new();
+        for (i, (name, what)) in [
+            ("scaling linearizable", "linearizable"),
+            ("scaling lease", "lease"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            scaling.push(Series {
+                label: format!("{what}: throughput, all replicas / leader only"),
+                points: points(figures, "reads", name, "readers", "throughput_ratio"),
+                thin: false,
+                colour: 2 * i,
+            });
+            scaling.push(Series {
+                label: format!("{what}: leader CPU per read, all replicas / leader only"),
+                points: points(figures, "reads", name, "readers", "leader_cpu_ratio"),
+                thin: true,
+                colour: 2 * i + 1,
+            });
+        }
+        charts.push((
+            "reads-scaling.svg",
+            Chart {
+                title: "reads: spreading reads over 3 replicas against serving them on the leader",
+                x_desc: "concurrent readers",
+                y_desc: "ratio",
+                log_y: false,
+                series: scaling,
+                targets: vec![
+                    Target {
+                        y: 1.5,
+                        label: "throughput target (>= 1.5)".into(),
+                    },
+                    Target {
+                        y: 0.2,
+                        label: "leader CPU target (<= 0.2)".into(),
+                    },
+                ],
+            },
+        ));
+    }
+    let mut written = Vec::new();
+    for (name, chart) in &charts {
+        let p = path(dir, prefix, name);
+        draw(&p, chart).map_err(|e| format!("chart {}: {e}", p.display()))?;
+        written.push(p);
+    }
+    Ok(written)
+}

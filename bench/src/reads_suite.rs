@@ -1,0 +1,545 @@
+//! Reads on any replica: 3 voters in one process (in-memory log, in-process transport) holding
+//! preloaded keys; C concurrent readers each loop over `Node::read(mode)` and then look a key up
+//! in the state machine of the replica they read from.
+//!
+//! Each replica runs on a current-thread tokio runtime in an OS thread of its own, so that the
+//! CPU time of that thread (from `/proc/self/task/<tid>/schedstat`, the scheduler's run time in
+//! nanoseconds, updated at least every scheduler tick) is the replica's cost: its replica task,
+//! log writer, applier and the RPCs it calls (the in-process transport encodes and decodes both
+//! frames of a call on the caller's side). The readers run on a separate runtime.
+//!
+//! Configurations: linearizable reads on the leader only; linearizable reads spread over all
+//! replicas (followers ask the leader for a read offset with batched ReadIndex requests, the
+//! leader confirms batches with one barrier round); the same two with lease reads on (the leader
+//! skips the round while it holds a lease; requires sticky votes, on by default); sequential
+//! reads on all replicas. Counters: RPCs sent by all replicas, ReadIndex requests and read
+//! barrier rounds (the highest barrier the followers saw in Fetch responses), all per read.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use raft_core::driver::{DriverOptions, Node, Parts, ReadMode};
+use raft_core::io::{RequestHandler, StateMachine, StateMachineError, Transport, TransportError};
+use raft_core::mem::transport::{MemNetwork, MemTransport};
+use raft_core::mem::{MemElectionStore, MemLog, MemSnapshots};
+use raft_core::message::{Request, Response};
+use raft_core::{Config, Offset, Record, ReplicaId, Role};
+use serde_json::{json, Value};
+
+use crate::{Figure, Size};
+
+/// A key-value state machine: a Data record is an 8-byte little-endian key and then its value.
+#[derive(Default)]
+struct Kv {
+    applied: AtomicU64,
+    map: RwLock<HashMap<u64, Bytes>>,
+}
+
+impl Kv {
+    fn get(&self, key: u64) -> Option<Bytes> {
+        // A poisoned lock only means a panicking reader; the map itself is intact.
+        let map = self.map.read().unwrap_or_else(|p| p.into_inner());
+        map.get(&key).cloned()
+    }
+}
+
+#[async_trait]
+impl StateMachine for Kv {
+    async fn applied(&self) -> Offset {
+        Offset(self.applied.load(Ordering::SeqCst))
+    }
+
+    async fn apply(
+        &self,
+        records: &[Record],
+        responses: &mut Vec<Bytes>,
+    ) -> Result<(), StateMachineError> {
+        {
+            let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+            for r in records {
+                if let Some((key, value)) = r.payload.split_first_chunk::<8>() {
+                    map.insert(u64::from_le_bytes(*key), Bytes::copy_from_slice(value));
+                }
+            }
+        }
+        if let Some(last) = records.last() {
+            self.applied.store(last.offset.next().0, Ordering::SeqCst);
+        }
+        responses.resize(responses.len() + records.len(), Bytes::new());
+        Ok(())
+    }
+
+    async fn snapshot(&self) -> Result<Bytes, StateMachineError> {
+        // Snapshots are off in this suite (`snapshot_after_records = 0`).
+        Ok(Bytes::new())
+    }
+
+    async fn restore(&self, applied: Offset, _data: Bytes) -> Result<(), StateMachineError> {
+        self.applied.store(applied.0, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// What a replica's transport saw, for per-read message counts.
+#[derive(Default)]
+struct Wire {
+    read_index_requests: AtomicU64,
+    /// The highest read barrier seen in a Fetch response: the leader raises one per round.
+    barrier_seen: AtomicU64,
+}
+
+/// The in-process transport, counting ReadIndex requests and read barriers on the way.
+struct Counted {
+    inner: MemTransport,
+    wire: Arc<Wire>,
+}
+
+#[async_trait]
+impl Transport for Counted {
+    async fn serve(&self, handler: Arc<dyn RequestHandler>) -> Result<(), TransportError> {
+        self.inner.serve(handler).await
+    }
+
+    async fn call(
+        &self,
+        to: ReplicaId,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Response, TransportError> {
+        if matches!(request, Request::ReadIndex(_)) {
+            self.wire
+                .read_index_requests
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        let response = self.inner.call(to, request, timeout).await?;
+        if let Response::Fetch(f) = &response {
+            self.wire
+                .barrier_seen
+                .fetch_max(f.read_barrier.0, Ordering::Relaxed);
+        }
+        Ok(response)
+    }
+
+    async fn close(&self) {
+        self.inner.close().await
+    }
+}
+
+/// A replica running on its own thread.
+struct Replica {
+    node: Node,
+    sm: Arc<Kv>,
+    wire: Arc<Wire>,
+    /// The thread's id, for its CPU time; none where /proc does not tell.
+    tid: Option<u64>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// This thread's kernel id, from the `/proc/thread-self` link (`<pid>/task/<tid>`).
+fn current_tid() -> Option<u64> {
+    let link = std::fs::read_link("/proc/thread-self").ok()?;
+    link.file_name()?.to_str()?.parse().ok()
+}
+
+/// CPU time of thread `tid` of this process so far, in nanoseconds.
+fn thread_cpu_ns(tid: u64) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+fn start_replica(net: &MemNetwork, id: ReplicaId, voters: &[ReplicaId], lease: bool) -> Replica {
+    let mut cfg = Config::new(id, voters.iter().copied());
+    cfg.election_timeout = Duration::from_millis(150);
+    cfg.fetch_timeout = Duration::from_millis(600);
+    cfg.fetch_max_wait = Duration::from_millis(200);
+    cfg.snapshot_after_records = 0;
+    cfg.lease_reads = lease;
+    let cfg = cfg.validate().expect("the suite's configuration is valid");
+    let sm = Arc::new(Kv::default());
+    let wire = Arc::new(Wire::default());
+    let transport = Counted {
+        inner: net.endpoint(id),
+        wire: wire.clone(),
+    };
+    let parts = Parts {
+        log: Arc::new(MemLog::new()),
+        election: Arc::new(MemElectionStore::new()),
+        transport: Arc::new(transport),
+        state_machine: sm.clone(),
+        snapshots: Arc::new(MemSnapshots::new()),
+    };
+    let options = DriverOptions {
+        seed: u64::from(id.0),
+        ..DriverOptions::default()
+    };
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name(format!("replica-{}", id.0))
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let node = Node::start(cfg, parts, options).await.expect("start");
+                let _ = started_tx.send((node, current_tid()));
+                let _ = stop_rx.await;
+            });
+            // Dropping the runtime ends the replica's tasks: the whole in-memory cluster goes
+            // away together, so there is no handover to wait for.
+        })
+        .expect("replica thread");
+    let (node, tid) = started_rx.recv().expect("the replica started");
+    Replica {
+        node,
+        sm,
+        wire,
+        tid,
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    }
+}
+
+fn stop_all(replicas: &mut [Replica]) {
+    for r in replicas.iter_mut() {
+        if let Some(stop) = r.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+    for r in replicas.iter_mut() {
+        if let Some(t) = r.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Waits for a leader that has committed in its epoch.
+async fn leader(replicas: &[Replica]) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        for (i, r) in replicas.iter().enumerate() {
+            if let Some(s) = r.node.status().await {
+                if s.role == Role::Leader && s.high_watermark > Offset::ZERO {
+                    return i;
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "no leader within 10 s");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Writes `keys` keys with 16-byte values through the leader, then waits until every replica
+/// applied them (so that even sequential reads find every key).
+async fn preload(replicas: &[Replica], leader: usize, keys: u64) {
+    let node = &replicas[leader].node;
+    let mut pending = Vec::new();
+    for key in 0..keys {
+        let node = node.clone();
+        pending.push(tokio::spawn(async move {
+            let mut payload = key.to_le_bytes().to_vec();
+            payload.extend_from_slice(&[0x6b; 16]);
+            node.propose(Bytes::from(payload))
+                .await
+                .expect("preload write")
+        }));
+    }
+    let mut last = Offset::ZERO;
+    for p in pending {
+        last = last.max(p.await.expect("preload task").id.offset);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while replicas
+        .iter()
+        .any(|r| r.sm.applied.load(Ordering::SeqCst) <= last.0)
+    {
+        assert!(Instant::now() < deadline, "preload not applied within 10 s");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Which replicas serve the reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Serve {
+    Leader,
+    All,
+}
+
+/// One configuration of the suite.
+#[derive(Clone, Copy)]
+struct Setup {
+    name: &'static str,
+    mode: ReadMode,
+    serve: Serve,
+    lease: bool,
+}
+
+const SETUPS: [Setup; 5] = [
+    Setup {
+        name: "linearizable-leader",
+        mode: ReadMode::Linearizable,
+        serve: Serve::Leader,
+        lease: false,
+    },
+    Setup {
+        name: "linearizable-all",
+        mode: ReadMode::Linearizable,
+        serve: Serve::All,
+        lease: false,
+    },
+    Setup {
+        name: "lease-leader",
+        mode: ReadMode::Lease,
+        serve: Serve::Leader,
+        lease: true,
+    },
+    Setup {
+        name: "lease-all",
+        mode: ReadMode::Lease,
+        serve: Serve::All,
+        lease: true,
+    },
+    Setup {
+        name: "sequential-all",
+        mode: ReadMode::Sequential,
+        serve: Serve::All,
+        lease: false,
+    },
+];
+
+/// The counters of every replica at one moment.
+struct Snapshot {
+    rpcs_sent: u64,
+    read_index: u64,
+    barrier: u64,
+    cpu_ns: Vec<Option<u64>>,
+}
+
+fn snapshot(replicas: &[Replica]) -> Snapshot {
+    Snapshot {
+        rpcs_sent: replicas
+            .iter()
+            .map(|r| r.node.metrics().rpcs_sent.load(Ordering::Relaxed))
+            .sum(),
+        read_index: replicas
+            .iter()
+            .map(|r| r.wire.read_index_requests.load(Ordering::Relaxed))
+            .sum(),
+        barrier: replicas
+            .iter()
+            .map(|r| r.wire.barrier_seen.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0),
+        cpu_ns: replicas
+            .iter()
+            .map(|r| r.tid.and_then(thread_cpu_ns))
+            .collect(),
+    }
+}
+
+/// The outcome of one measurement.
+struct Measured {
+    rate: f64,
+    hist: Histogram<u64>,
+    errors: u64,
+    misses: u64,
+    keys: u64,
+    rpcs: u64,
+    read_index: u64,
+    barriers: u64,
+    /// CPU microseconds per read of the leader, then of the two followers.
+    cpu_us_per_read: Vec<Option<f64>>,
+    /// Reads served by the leader, then by the followers.
+    served: Vec<u64>,
+}
+
+async fn measure(setup: Setup, readers: usize, keys: u64, window: Duration) -> Measured {
+    let net = MemNetwork::new();
+    let voters: Vec<ReplicaId> = (1..=3).map(ReplicaId).collect();
+    let mut replicas: Vec<Replica> = voters
+        .iter()
+        .map(|id| start_replica(&net, *id, &voters, setup.lease))
+        .collect();
+    let l = leader(&replicas).await;
+    // The leader first: per-replica figures list it first.
+    replicas.swap(0, l);
+    preload(&replicas, 0, keys).await;
+    let targets: Vec<usize> = match setup.serve {
+        Serve::Leader => vec![0],
+        Serve::All => (0..replicas.len()).collect(),
+    };
+    // Warm up: a few reads on every serving replica (a lease needs echoed barriers first).
+    for &t in &targets {
+        for _ in 0..20 {
+            let _ = replicas[t].node.read(setup.mode).await;
+        }
+    }
+    let before = snapshot(&replicas);
+    let stop = Instant::now() + window;
+    let mut tasks = Vec::new();
+    for i in 0..readers {
+        let t = targets[i % targets.len()];
+        let node = replicas[t].node.clone();
+        let sm = replicas[t].sm.clone();
+        let mode = setup.mode;
+        tasks.push(tokio::spawn(async move {
+            let mut hist = Histogram::<u64>::new(3).expect("histogram");
+            let (mut errors, mut misses) = (0u64, 0u64);
+            let mut key = (i as u64).wrapping_mul(7919);
+            while Instant::now() < stop {
+                let started = Instant::now();
+                match node.read(mode).await {
+                    Ok(_) => {
+                        key = key.wrapping_add(1);
+                        if sm.get(key % keys).is_none() {
+                            misses += 1;
+                        }
+                        hist.record(started.elapsed().as_micros() as u64)
+                            .expect("record");
+                    }
+                    Err(_) => errors += 1,
+                }
+            }
+            (t, hist, errors, misses)
+        }));
+    }
+    let started = Instant::now();
+    let mut all = Histogram::<u64>::new(3).expect("histogram");
+    let (mut errors, mut misses) = (0, 0);
+    let mut served = vec![0u64; replicas.len()];
+    for task in tasks {
+        let (t, hist, e, m) = task.await.expect("reader");
+        served[t] += hist.len();
+        all.add(hist).expect("merge");
+        errors += e;
+        misses += m;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let after = snapshot(&replicas);
+    stop_all(&mut replicas);
+    let reads = all.len().max(1) as f64;
+    let cpu_us_per_read = before
+        .cpu_ns
+        .iter()
+        .zip(&after.cpu_ns)
+        .map(|(b, a)| match (b, a) {
+            (Some(b), Some(a)) => Some(a.saturating_sub(*b) as f64 / 1000.0 / reads),
+            _ => None,
+        })
+        .collect();
+    Measured {
+        rate: all.len() as f64 / elapsed,
+        hist: all,
+        errors,
+        misses,
+        keys,
+        rpcs: after.rpcs_sent - before.rpcs_sent,
+        read_index: after.read_index - before.read_index,
+        barriers: after.barrier - before.barrier,
+        cpu_us_per_read,
+        served,
+    }
+}
+
+/// Rounds to 3 significant decimals for the JSON figures.
+fn r3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn figure(setup: Setup, readers: usize, window: Duration, m: &Measured) -> Figure {
+    let reads = m.hist.len().max(1) as f64;
+    let cpu: Vec<Value> = m
+        .cpu_us_per_read
+        .iter()
+        .map(|c| c.map_or(Value::Null, |c| json!(r3(c))))
+        .collect();
+    Figure {
+        suite: "reads",
+        name: setup.name.into(),
+        params: json!({
+            "voters": 3, "readers": readers, "mode": format!("{:?}", setup.mode),
+            "served_by": if setup.serve == Serve::Leader { "leader" } else { "all replicas" },
+            "lease_reads": setup.lease, "keys": m.keys,
+            "window_s": window.as_secs_f64(), "transport": "in-process", "storage": "in-memory",
+        }),
+        values: json!({
+            "reads_per_s": m.rate.round(),
+            "reads": m.hist.len(),
+            "p50_us": m.hist.value_at_quantile(0.5),
+            "p99_us": m.hist.value_at_quantile(0.99),
+            "p999_us": m.hist.value_at_quantile(0.999),
+            "errors": m.errors,
+            "misses": m.misses,
+            "rpcs_per_read": r3(m.rpcs as f64 / reads),
+            "read_index_per_read": r3(m.read_index as f64 / reads),
+            "barrier_rounds_per_read": r3(m.barriers as f64 / reads),
+            "reads_served": m.served,
+            "leader_cpu_us_per_read": cpu.first().cloned().unwrap_or(Value::Null),
+            "cpu_us_per_read": cpu,
+        }),
+    }
+}
+
+/// How spreading linearizable reads over the replicas compares with serving them on the leader,
+/// against the targets of the bench issue (throughput at least 1.5x, leader CPU per read at most
+/// a fifth).
+fn scaling(readers: usize, leader_only: &Measured, spread: &Measured, lease: bool) -> Figure {
+    let cpu = |m: &Measured| m.cpu_us_per_read.first().copied().flatten();
+    let cpu_ratio = match (cpu(spread), cpu(leader_only)) {
+        (Some(s), Some(l)) if l > 0.0 => json!(r3(s / l)),
+        _ => Value::Null,
+    };
+    Figure {
+        suite: "reads",
+        name: if lease {
+            "scaling lease".into()
+        } else {
+            "scaling linearizable".into()
+        },
+        params: json!({ "readers": readers, "voters": 3, "lease_reads": lease }),
+        values: json!({
+            "throughput_ratio": r3(spread.rate / leader_only.rate.max(1e-9)),
+            "throughput_ratio_target": 1.5,
+            "leader_cpu_ratio": cpu_ratio,
+            "leader_cpu_ratio_target": 0.2,
+        }),
+    }
+}
+
+/// Runs the suite.
+pub fn run(size: Size) -> Vec<Figure> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let levels: &[usize] = size.pick(&[1, 64, 256, 1024], &[8]);
+    let keys = size.pick(1000, 100);
+    let window = size.window();
+    let mut out = Vec::new();
+    for &readers in levels {
+        let mut by_name = HashMap::new();
+        for setup in SETUPS {
+            eprintln!("bench: reads {} with {readers} readers", setup.name);
+            let m = rt.block_on(measure(setup, readers, keys, window));
+            out.push(figure(setup, readers, window, &m));
+            by_name.insert(setup.name, m);
+        }
+        for (leader_only, spread, lease) in [
+            ("linearizable-leader", "linearizable-all", false),
+            ("lease-leader", "lease-all", true),
+        ] {
+            if let (Some(l), Some(s)) = (by_name.get(leader_only), by_name.get(spread)) {
+                out.push(scaling(readers, l, s, lease));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,581 @@
+//! Peer RPCs side by side on loopback, in one run: the QUIC transport (`QuicTransport`, through
+//! the `Transport` trait), TCP with the same rustls mutual TLS (ring provider, TLS 1.3, the same
+//! certificates) and plain TCP.
+//!
+//! Every transport carries the same RPC: a Fetch request answered by a Fetch response whose one
+//! record holds the payload (none for the small round trip), encoded with raft-core's wire codec
+//! and framed by a little-endian `u32` length, as the QUIC transport frames it. The TCP servers
+//! decode each request, build the response with the same function and encode it; the TCP
+//! clients encode requests and decode responses, so the three paths do the same codec work and
+//! differ in the transport alone. QUIC runs one stream per RPC; TCP pipelines the RPCs of a
+//! measurement on one connection (answered in order).
+//!
+//! Measured: the round trip of a small RPC, one at a time (p50, p99, RPCs/s), and the payload
+//! throughput of 4 KiB and 64 KiB responses with several RPCs in flight (MiB/s of payload, one
+//! direction). Client and server share one 2-worker runtime for every transport.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
+use hdrhistogram::Histogram;
+use raft_core::codec::wire::{self, FrameLimits};
+use raft_core::io::{RequestHandler, Transport};
+use raft_core::message::{FetchRequest, FetchResponse, ReadBarrier, Request, Response};
+use raft_core::{Epoch, Offset, Record, RecordKind, ReplicaId};
+use raft_transport_quic::{certs, QuicConfig, QuicTransport, TlsMaterial};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use serde_json::json;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+use crate::{Figure, Size};
+
+const CLIENT: ReplicaId = ReplicaId(1);
+const SERVER: ReplicaId = ReplicaId(2);
+/// RPCs in flight during the throughput measurements.
+const IN_FLIGHT: usize = 8;
+/// The deadline of each QUIC call.
+const RPC_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A Fetch asking for `payload` bytes (0: the small RPC).
+fn request(payload: usize) -> Request {
+    Request::Fetch(FetchRequest {
+        epoch: Epoch(1),
+        replica: CLIENT,
+        fetch_offset: Offset(1),
+        last_fetched_epoch: Epoch(1),
+        high_watermark: Some(Offset(1)),
+        read_barrier: ReadBarrier(0),
+        max_wait: Duration::ZERO,
+        max_bytes: payload as u32,
+    })
+}
+
+/// The answer to a request of [`request`]: one record of `max_bytes` bytes taken from `data`.
+fn respond(request: Request, data: &Bytes) -> Response {
+    let (epoch, offset, bytes) = match &request {
+        Request::Fetch(f) => (f.epoch, f.fetch_offset, f.max_bytes as usize),
+        _ => (Epoch(1), Offset(0), 0),
+    };
+    let records = if bytes == 0 {
+        Vec::new()
+    } else {
+        vec![Record {
+            offset,
+            epoch,
+            kind: RecordKind::Data,
+            payload: data.slice(..bytes.min(data.len())),
+        }]
+    };
+    Response::Fetch(FetchResponse {
+        error: None,
+        epoch,
+        leader: Some(SERVER),
+        high_watermark: Some(offset.next()),
+        diverging: None,
+        records,
+        read_barrier: ReadBarrier(0),
+        snapshot: None,
+    })
+}
+
+/// The payload bytes a response carries.
+fn payload_len(response: &Response) -> usize {
+    match response {
+        Response::Fetch(f) => f.records.iter().map(|r| r.payload.len()).sum(),
+        _ => 0,
+    }
+}
+
+/// The largest payload of the suite, shared by every response.
+fn data() -> Bytes {
+    Bytes::from((0..(64u32 << 10)).map(|i| i as u8).collect::<Vec<u8>>())
+}
+
+fn frame_len_of_request(payload: usize) -> usize {
+    let mut buf = BytesMut::new();
+    wire::encode_request(&request(payload), &mut buf);
+    buf.len()
+}
+
+fn frame_len_of_response(payload: usize) -> usize {
+    let mut buf = BytesMut::new();
+    wire::encode_response(&respond(request(payload), &data()), &mut buf);
+    buf.len()
+}
+
+/// One side of an RPC path: issue a request, get the decoded response.
+#[async_trait]
+trait Client: Send + Sync {
+    /// Round trips with one RPC at a time until `stop`.
+    async fn round_trips(&self, stop: Instant) -> Histogram<u64>;
+    /// RPCs asking for `payload` bytes, `IN_FLIGHT` at once, until `stop`; returns the RPCs
+    /// completed and the payload bytes received.
+    async fn stream(&self, payload: usize, stop: Instant) -> (u64, u64);
+}
+
+// ---------------------------------------------------------------------------------------------
+// QUIC through the Transport trait.
+
+struct QuicHandler {
+    data: Bytes,
+}
+
+#[async_trait]
+impl RequestHandler for QuicHandler {
+    async fn handle(&self, _from: ReplicaId, request: Request) -> Response {
+        respond(request, &self.data)
+    }
+}
+
+struct Quic {
+    client: Arc<QuicTransport>,
+    server: Arc<QuicTransport>,
+}
+
+fn tls(ca: &certs::CaMaterial, id: ReplicaId) -> TlsMaterial {
+    let node = certs::generate_node(ca, id).expect("node certificate");
+    TlsMaterial {
+        ca_cert_pem: ca.cert_pem.clone(),
+        cert_pem: node.cert_pem,
+        key_pem: node.key_pem,
+    }
+}
+
+async fn quic(ca: &certs::CaMaterial) -> Quic {
+    let sockets = [CLIENT, SERVER].map(|_| UdpSocket::bind("127.0.0.1:0").expect("udp socket"));
+    let addrs = sockets
+        .each_ref()
+        .map(|s| s.local_addr().expect("udp address"));
+    let mut ends = Vec::new();
+    for (i, (id, socket)) in [CLIENT, SERVER].into_iter().zip(sockets).enumerate() {
+        let other = 1 - i;
+        let peers = BTreeMap::from([([CLIENT, SERVER][other], addrs[other])]);
+        let config = QuicConfig::new(id, addrs[i], peers, tls(ca, id));
+        ends.push(Arc::new(
+            QuicTransport::with_socket(config, socket).expect("quic transport"),
+        ));
+    }
+    let server = ends.pop().expect("two endpoints");
+    let client = ends.pop().expect("two endpoints");
+    server
+        .serve(Arc::new(QuicHandler { data: data() }))
+        .await
+        .expect("serve");
+    Quic { client, server }
+}
+
+impl Quic {
+    async fn call(&self, payload: usize) -> usize {
+        match self
+            .client
+            .call(SERVER, request(payload), RPC_TIMEOUT)
+            .await
+        {
+            Ok(response) => payload_len(&response),
+            Err(e) => panic!("quic call failed: {e}"),
+        }
+    }
+}
+
+#[async_trait]
+impl Client for Quic {
+    async fn round_trips(&self, stop: Instant) -> Histogram<u64> {
+        let mut hist = Histogram::<u64>::new(3).expect("histogram");
+        while Instant::now() < stop {
+            let t = Instant::now();
+            self.call(0).await;
+            hist.record(t.elapsed().as_micros() as u64).expect("record");
+        }
+        hist
+    }
+
+    async fn stream(&self, payload: usize, stop: Instant) -> (u64, u64) {
+        let rpcs = AtomicU64::new(0);
+        let bytes = AtomicU64::new(0);
+        let (rpcs_ref, bytes_ref) = (&rpcs, &bytes);
+        let worker = || async move {
+            while Instant::now() < stop {
+                let got = self.call(payload).await;
+                rpcs_ref.fetch_add(1, Ordering::Relaxed);
+                bytes_ref.fetch_add(got as u64, Ordering::Relaxed);
+            }
+        };
+        let workers: Vec<_> = (0..IN_FLIGHT).map(|_| worker()).collect();
+        // The workers share one task: QUIC streams are independent, so this keeps IN_FLIGHT
+        // RPCs outstanding without a task per worker.
+        join_all(workers).await;
+        (rpcs.into_inner(), bytes.into_inner())
+    }
+}
+
+/// Polls every future to completion on the current task.
+async fn join_all<F: std::future::Future<Output = ()>>(futures: Vec<F>) {
+    let mut set: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    std::future::poll_fn(|cx| {
+        set.retain_mut(|f| f.as_mut().poll(cx).is_pending());
+        if set.is_empty() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}
+
+// ---------------------------------------------------------------------------------------------
+// TCP, with or without TLS: length-prefixed wire frames, pipelined on one connection.
+
+async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, buf: &mut BytesMut) -> std::io::Result<Bytes> {
+    let len = r.read_u32_le().await? as usize;
+    if len > FrameLimits::FRAME_BYTES_MAX_DEFAULT {
+        return Err(std::io::Error::other("frame too large"));
+    }
+    buf.clear();
+    buf.resize(len, 0);
+    r.read_exact(&mut buf[..]).await?;
+    Ok(buf.split().freeze())
+}
+
+async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, frame: &[u8]) -> std::io::Result<()> {
+    w.write_u32_le(frame.len() as u32).await?;
+    w.write_all(frame).await
+}
+
+/// Serves one connection: decode, answer, encode, in order.
+async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(stream: S, data: Bytes) {
+    let (r, w) = tokio::io::split(stream);
+    let mut r = BufReader::with_capacity(128 << 10, r);
+    let mut w = BufWriter::with_capacity(128 << 10, w);
+    let limits = FrameLimits::default();
+    let mut buf = BytesMut::new();
+    let mut out = BytesMut::new();
+    loop {
+        let Ok(frame) = read_frame(&mut r, &mut buf).await else {
+            return;
+        };
+        let Ok(req) = wire::decode_request(frame, &limits) else {
+            return;
+        };
+        out.clear();
+        wire::encode_response(&respond(req, &data), &mut out);
+        if write_frame(&mut w, &out).await.is_err() {
+            return;
+        }
+        // Flush once no further request is already buffered: pipelined requests share writes.
+        if r.buffer().is_empty() && w.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+struct TcpServer {
+    addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TcpServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn tcp_server(acceptor: Option<tokio_rustls::TlsAcceptor>) -> TcpServer {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("tcp listen");
+    let addr = listener.local_addr().expect("tcp address");
+    let data = data();
+    let task = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let _ = stream.set_nodelay(true);
+            let data = data.clone();
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                match acceptor {
+                    Some(a) => {
+                        if let Ok(tls) = a.accept(stream).await {
+                            serve_conn(tls, data).await;
+                        }
+                    }
+                    None => serve_conn(stream, data).await,
+                }
+            });
+        }
+    });
+    TcpServer { addr, task }
+}
+
+/// A TCP or TCP + TLS client: dials a new connection per measurement.
+struct Tcp {
+    server: TcpServer,
+    connector: Option<tokio_rustls::TlsConnector>,
+}
+
+type Stream = Box<dyn AsyncStream>;
+trait AsyncStream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> AsyncStream for T {}
+
+impl Tcp {
+    async fn connect(&self) -> Stream {
+        let tcp = TcpStream::connect(self.server.addr)
+            .await
+            .expect("tcp connect");
+        tcp.set_nodelay(true).expect("nodelay");
+        match &self.connector {
+            Some(c) => {
+                let name = ServerName::try_from(certs::replica_dns_name(SERVER))
+                    .expect("a valid DNS name");
+                Box::new(c.connect(name, tcp).await.expect("tls handshake"))
+            }
+            None => Box::new(tcp),
+        }
+    }
+}
+
+#[async_trait]
+impl Client for Tcp {
+    async fn round_trips(&self, stop: Instant) -> Histogram<u64> {
+        let mut stream = self.connect().await;
+        let limits = FrameLimits::default();
+        let mut hist = Histogram::<u64>::new(3).expect("histogram");
+        let mut buf = BytesMut::new();
+        let mut out = BytesMut::new();
+        while Instant::now() < stop {
+            let t = Instant::now();
+            out.clear();
+            wire::encode_request(&request(0), &mut out);
+            // One write per frame: the length and the body go out in one segment (and one TLS
+            // record), as a real client would send them.
+            let mut frame = Vec::with_capacity(4 + out.len());
+            frame.extend_from_slice(&(out.len() as u32).to_le_bytes());
+            frame.extend_from_slice(&out);
+            stream.write_all(&frame).await.expect("tcp write");
+            stream.flush().await.expect("tcp flush");
+            let resp = read_frame(&mut stream, &mut buf).await.expect("tcp read");
+            wire::decode_response(resp, &limits).expect("decode");
+            hist.record(t.elapsed().as_micros() as u64).expect("record");
+        }
+        hist
+    }
+
+    async fn stream(&self, payload: usize, stop: Instant) -> (u64, u64) {
+        let stream = self.connect().await;
+        let (r, w) = tokio::io::split(stream);
+        let window = Arc::new(Semaphore::new(IN_FLIGHT));
+        let sent = Arc::new(AtomicU64::new(0));
+        let writer = {
+            let window = window.clone();
+            let sent = sent.clone();
+            tokio::spawn(async move {
+                let mut w = BufWriter::new(w);
+                let mut out = BytesMut::new();
+                while Instant::now() < stop {
+                    let Ok(permit) = window.acquire().await else {
+                        break;
+                    };
+                    permit.forget();
+                    out.clear();
+                    wire::encode_request(&request(payload), &mut out);
+                    write_frame(&mut w, &out).await.expect("tcp write");
+                    w.flush().await.expect("tcp flush");
+                    sent.fetch_add(1, Ordering::SeqCst);
+                }
+                w
+            })
+        };
+        let mut r = BufReader::with_capacity(128 << 10, r);
+        let limits = FrameLimits::default();
+        let mut buf = BytesMut::new();
+        let (mut rpcs, mut bytes) = (0u64, 0u64);
+        // Past the deadline the writer sends at most one more request (all permits are back
+        // once every counted request is answered), whose answer is left unread.
+        while Instant::now() < stop || rpcs < sent.load(Ordering::SeqCst) {
+            let frame = read_frame(&mut r, &mut buf).await.expect("tcp read");
+            let resp = wire::decode_response(frame, &limits).expect("decode");
+            rpcs += 1;
+            bytes += payload_len(&resp) as u64;
+            window.add_permits(1);
+        }
+        let _w = writer.await.expect("writer");
+        (rpcs, bytes)
+    }
+}
+
+/// The TLS configurations for both sides, from the same certificates as QUIC uses.
+fn tcp_tls(ca: &certs::CaMaterial) -> (tokio_rustls::TlsAcceptor, tokio_rustls::TlsConnector) {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_slice_iter(ca.cert_pem.as_bytes()) {
+        roots.add(ca.expect("ca pem")).expect("ca certificate");
+    }
+    let roots = Arc::new(roots);
+    let identity = |id: ReplicaId| {
+        let m = tls(ca, id);
+        let chain = CertificateDer::pem_slice_iter(m.cert_pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .expect("node certificate");
+        let key = PrivateKeyDer::from_pem_slice(m.key_pem.as_bytes()).expect("node key");
+        (chain, key)
+    };
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        roots.clone(),
+        provider.clone(),
+    )
+    .build()
+    .expect("client verifier");
+    let (chain, key) = identity(SERVER);
+    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .expect("tls 1.3")
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .expect("server config");
+    let (chain, key) = identity(CLIENT);
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .expect("tls 1.3")
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .expect("client config");
+    (
+        tokio_rustls::TlsAcceptor::from(Arc::new(server)),
+        tokio_rustls::TlsConnector::from(Arc::new(client)),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Measured figures of one transport.
+struct Results {
+    rtt: Histogram<u64>,
+    rtt_rate: f64,
+    /// Per payload size: (RPCs per second, MiB per second).
+    bulk: Vec<(usize, f64, f64)>,
+}
+
+async fn measure(client: &dyn Client, window: Duration, payloads: &[usize]) -> Results {
+    // Warm up: connections, handshakes, buffers.
+    client
+        .round_trips(Instant::now() + Duration::from_millis(50))
+        .await;
+    let started = Instant::now();
+    let rtt = client.round_trips(started + window).await;
+    let rtt_rate = rtt.len() as f64 / started.elapsed().as_secs_f64();
+    let mut bulk = Vec::new();
+    for &payload in payloads {
+        let started = Instant::now();
+        let (rpcs, bytes) = client.stream(payload, started + window).await;
+        let secs = started.elapsed().as_secs_f64();
+        bulk.push((
+            payload,
+            rpcs as f64 / secs,
+            bytes as f64 / (1 << 20) as f64 / secs,
+        ));
+    }
+    Results {
+        rtt,
+        rtt_rate,
+        bulk,
+    }
+}
+
+fn r2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// Runs the suite.
+pub fn run(size: Size) -> Vec<Figure> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let window = size.window();
+    let payloads = [4usize << 10, 64 << 10];
+    let ca = certs::generate_ca().expect("cluster CA");
+    let mut out = Vec::new();
+    let mut all = Vec::new();
+    for name in ["quic", "tcp+tls", "tcp"] {
+        eprintln!("bench: transport {name}");
+        let results = rt.block_on(async {
+            match name {
+                "quic" => {
+                    let q = quic(&ca).await;
+                    let r = measure(&q, window, &payloads).await;
+                    q.client.close().await;
+                    q.server.close().await;
+                    r
+                }
+                "tcp+tls" => {
+                    let (acceptor, connector) = tcp_tls(&ca);
+                    let t = Tcp {
+                        server: tcp_server(Some(acceptor)).await,
+                        connector: Some(connector),
+                    };
+                    measure(&t, window, &payloads).await
+                }
+                _ => {
+                    let t = Tcp {
+                        server: tcp_server(None).await,
+                        connector: None,
+                    };
+                    measure(&t, window, &payloads).await
+                }
+            }
+        });
+        out.push(Figure {
+            suite: "transport",
+            name: format!("rtt {name}"),
+            params: json!({
+                "transport": name,
+                "request_frame_bytes": frame_len_of_request(0) + 4,
+                "response_frame_bytes": frame_len_of_response(0) + 4,
+                "in_flight": 1, "window_s": window.as_secs_f64(), "link": "loopback",
+            }),
+            values: json!({
+                "rpcs_per_s": results.rtt_rate.round(),
+                "p50_us": results.rtt.value_at_quantile(0.5),
+                "p99_us": results.rtt.value_at_quantile(0.99),
+                "p999_us": results.rtt.value_at_quantile(0.999),
+            }),
+        });
+        for &(payload, rpcs, mib) in &results.bulk {
+            out.push(Figure {
+                suite: "transport",
+                name: format!("bulk {name}"),
+                params: json!({
+                    "transport": name, "payload_bytes": payload,
+                    "response_frame_bytes": frame_len_of_response(payload) + 4,
+                    "in_flight": IN_FLIGHT, "direction": "responses (server to client)",
+                    "window_s": window.as_secs_f64(), "link": "loopback",
+                }),
+                values: json!({ "rpcs_per_s": rpcs.round(), "mib_per_s": mib.round() }),
+            });
+        }
+        all.push((name, results));
+    }
+    if let [(_, q), (_, t), _] = &all[..] {
+        let mut values = json!({
+            "rtt_p50_ratio": r2(q.rtt.value_at_quantile(0.5) as f64
+                / t.rtt.value_at_quantile(0.5).max(1) as f64),
+            "rtt_p50_ratio_target_max": 1.5,
+        });
+        for ((payload, _, qm), (_, _, tm)) in q.bulk.iter().zip(&t.bulk) {
+            values[format!("bulk_{}k_ratio", payload >> 10)] = json!(r2(qm / tm.max(1e-9)));
+        }
+        values["bulk_ratio_target_min"] = json!(0.8);
+        out.push(Figure {
+            suite: "transport",
+            name: "quic against tcp+tls".into(),
+            params: json!({ "in_flight": IN_FLIGHT }),
+            values,
+        });
+    }
+    out
+}
