@@ -356,3 +356,82 @@ pub fn write(figures: &[Figure], dir: &Path, prefix: &str) -> Result<Vec<PathBuf
     }
     Ok(written)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn figure(suite: &'static str, name: &str, params: Value, values: Value) -> Figure {
+        Figure {
+            suite,
+            name: name.into(),
+            params,
+            values,
+        }
+    }
+
+    fn figures() -> Vec<Figure> {
+        let mut out = Vec::new();
+        for (clients, rate) in [(1, 1000.0), (64, 50_000.0)] {
+            out.push(figure(
+                "core",
+                "writes",
+                json!({ "clients": clients }),
+                json!({ "writes_per_s": rate, "p50_us": 20, "p99_us": 80, "p999_us": 900 }),
+            ));
+        }
+        for mode in ["linearizable-leader", "linearizable-all"] {
+            out.push(figure(
+                "reads",
+                mode,
+                json!({ "readers": 8 }),
+                json!({ "reads_per_s": 9000.0, "p50_us": 40, "p99_us": 300 }),
+            ));
+        }
+        out.push(figure(
+            "reads",
+            "scaling linearizable",
+            json!({ "readers": 8 }),
+            json!({ "throughput_ratio": 1.2, "leader_cpu_ratio": 0.4 }),
+        ));
+        out
+    }
+
+    #[test]
+    fn every_expected_chart_is_written_from_the_figures() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let written = write(&figures(), dir.path(), "run").expect("charts");
+        assert_eq!(written.len(), 5, "{written:?}");
+        let suites = vec!["core".to_string(), "reads".to_string()];
+        check(dir.path(), "run", &suites).expect("every chart exists");
+        let svg = std::fs::read_to_string(path(dir.path(), "run", "reads-throughput.svg"))
+            .expect("chart");
+        assert!(svg.starts_with("<svg"), "an SVG document");
+        assert!(svg.contains("linearizable-all"), "one line per read mode");
+    }
+
+    #[test]
+    fn check_reports_a_missing_chart() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let core_only: Vec<Figure> = figures()
+            .into_iter()
+            .filter(|f| f.suite == "core")
+            .collect();
+        write(&core_only, dir.path(), "run").expect("charts");
+        check(dir.path(), "run", &["core".to_string()]).expect("core charts exist");
+        let err = check(dir.path(), "run", &["reads".to_string()]).expect_err("no reads charts");
+        assert!(err.contains("reads-throughput.svg"), "{err}");
+    }
+
+    #[test]
+    fn charts_go_next_to_the_json_file() {
+        assert_eq!(
+            place(Some("target/bench/quick.json")),
+            (PathBuf::from("target/bench"), "quick".to_string())
+        );
+        assert_eq!(place(Some("out.json")), (PathBuf::from("."), "out".into()));
+        assert_eq!(place(None), (PathBuf::from("target/bench"), "bench".into()));
+    }
+}

@@ -543,3 +543,54 @@ pub fn run(size: Size) -> Vec<Figure> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use raft_core::{Epoch, RecordKind};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn the_state_machine_maps_keys_to_values() {
+        let kv = Kv::default();
+        let record = |offset: u64, key: u64, value: &[u8]| {
+            let mut payload = key.to_le_bytes().to_vec();
+            payload.extend_from_slice(value);
+            Record {
+                offset: Offset(offset),
+                epoch: Epoch(1),
+                kind: RecordKind::Data,
+                payload: Bytes::from(payload),
+            }
+        };
+        let mut responses = Vec::new();
+        kv.apply(
+            &[record(1, 7, b"a"), record(2, 9, b"b"), record(3, 7, b"c")],
+            &mut responses,
+        )
+        .await
+        .expect("apply");
+        assert_eq!(responses.len(), 3);
+        assert_eq!(kv.applied().await, Offset(4));
+        assert_eq!(kv.get(7).as_deref(), Some(&b"c"[..]));
+        assert_eq!(kv.get(9).as_deref(), Some(&b"b"[..]));
+        assert_eq!(kv.get(8), None);
+    }
+
+    #[test]
+    fn a_thread_reads_its_own_cpu_time() {
+        let tid = current_tid().expect("this thread's id from /proc");
+        let before = thread_cpu_ns(tid).expect("cpu time from schedstat");
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        let after = thread_cpu_ns(tid).expect("cpu time from schedstat");
+        assert!(
+            after >= before,
+            "cpu time never decreases ({before} -> {after})"
+        );
+        assert!(x != 1, "the loop ran");
+    }
+}

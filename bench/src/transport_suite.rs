@@ -579,3 +579,67 @@ pub fn run(size: Size) -> Vec<Figure> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_response_carries_the_requested_payload_through_the_codec() {
+        let limits = FrameLimits::default();
+        for payload in [0usize, 4 << 10, 64 << 10] {
+            let mut buf = BytesMut::new();
+            wire::encode_request(&request(payload), &mut buf);
+            let req = wire::decode_request(buf.freeze(), &limits).expect("request decodes");
+            let mut buf = BytesMut::new();
+            wire::encode_response(&respond(req, &data()), &mut buf);
+            let resp = wire::decode_response(buf.freeze(), &limits).expect("response decodes");
+            assert_eq!(payload_len(&resp), payload);
+        }
+    }
+
+    /// Every TCP path answers each RPC with exactly the requested payload, pipelined or not.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tcp_paths_answer_every_rpc_in_full() {
+        let ca = certs::generate_ca().expect("ca");
+        let (acceptor, connector) = tcp_tls(&ca);
+        let paths = [
+            Tcp {
+                server: tcp_server(Some(acceptor)).await,
+                connector: Some(connector),
+            },
+            Tcp {
+                server: tcp_server(None).await,
+                connector: None,
+            },
+        ];
+        for tcp in &paths {
+            let rtt = tcp
+                .round_trips(Instant::now() + Duration::from_millis(20))
+                .await;
+            assert!(!rtt.is_empty(), "round trips completed");
+            let (rpcs, bytes) = tcp
+                .stream(4 << 10, Instant::now() + Duration::from_millis(20))
+                .await;
+            assert!(rpcs > 0, "streamed RPCs completed");
+            assert_eq!(bytes, rpcs * (4 << 10), "each response carried its payload");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn quic_path_answers_every_rpc_in_full() {
+        let ca = certs::generate_ca().expect("ca");
+        let q = quic(&ca).await;
+        let (rpcs, bytes) = q
+            .stream(64 << 10, Instant::now() + Duration::from_millis(20))
+            .await;
+        assert!(rpcs > 0, "streamed RPCs completed");
+        assert_eq!(
+            bytes,
+            rpcs * (64 << 10),
+            "each response carried its payload"
+        );
+        q.client.close().await;
+        q.server.close().await;
+    }
+}
