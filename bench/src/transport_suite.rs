@@ -12,7 +12,8 @@
 //!
 //! Measured: the round trip of a small RPC, one at a time (p50, p99, RPCs/s), and the payload
 //! throughput of 4 KiB and 64 KiB responses with several RPCs in flight (MiB/s of payload, one
-//! direction). Client and server share one 2-worker runtime for every transport.
+//! direction). Client and server share one 2-worker runtime for every transport. The transports
+//! take turns: each measurement runs in rounds, every transport once per round.
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -451,38 +452,71 @@ fn tcp_tls(ca: &certs::CaMaterial) -> (tokio_rustls::TlsAcceptor, tokio_rustls::
 
 // ---------------------------------------------------------------------------------------------
 
-/// Measured figures of one transport.
+/// Measured figures of one transport, summed over the rounds.
 struct Results {
     rtt: Histogram<u64>,
-    rtt_rate: f64,
-    /// Per payload size: (RPCs per second, MiB per second).
-    bulk: Vec<(usize, f64, f64)>,
+    rtt_secs: f64,
+    /// Per payload size: RPCs, payload bytes, seconds, and MiB/s of each round.
+    bulk: Vec<(usize, u64, u64, f64, Vec<f64>)>,
 }
 
-async fn measure(client: &dyn Client, window: Duration, payloads: &[usize]) -> Results {
-    // Warm up: connections, handshakes, buffers.
-    client
-        .round_trips(Instant::now() + Duration::from_millis(50))
-        .await;
-    let started = Instant::now();
-    let rtt = client.round_trips(started + window).await;
-    let rtt_rate = rtt.len() as f64 / started.elapsed().as_secs_f64();
-    let mut bulk = Vec::new();
-    for &payload in payloads {
-        let started = Instant::now();
-        let (rpcs, bytes) = client.stream(payload, started + window).await;
-        let secs = started.elapsed().as_secs_f64();
-        bulk.push((
-            payload,
-            rpcs as f64 / secs,
-            bytes as f64 / (1 << 20) as f64 / secs,
-        ));
+impl Results {
+    fn new(payloads: &[usize]) -> Results {
+        Results {
+            rtt: Histogram::<u64>::new(3).expect("histogram"),
+            rtt_secs: 0.0,
+            bulk: payloads
+                .iter()
+                .map(|&p| (p, 0, 0, 0.0, Vec::new()))
+                .collect(),
+        }
     }
-    Results {
-        rtt,
-        rtt_rate,
-        bulk,
+
+    fn mib_per_s(&self, i: usize) -> f64 {
+        let (_, _, bytes, secs, _) = &self.bulk[i];
+        *bytes as f64 / (1 << 20) as f64 / secs.max(1e-9)
     }
+}
+
+/// Measures every client in turn, `rounds` times per measurement, so that a slow spell of a
+/// shared machine is spread over all transports rather than landing on one.
+async fn measure(
+    clients: &[(&'static str, &dyn Client)],
+    rounds: u32,
+    window: Duration,
+    payloads: &[usize],
+) -> Vec<Results> {
+    let slot = window / rounds;
+    let mut results: Vec<Results> = clients.iter().map(|_| Results::new(payloads)).collect();
+    for (_, client) in clients {
+        // Warm up: connections, handshakes, buffers.
+        client
+            .round_trips(Instant::now() + Duration::from_millis(50))
+            .await;
+    }
+    for _ in 0..rounds {
+        for ((_, client), r) in clients.iter().zip(&mut results) {
+            let started = Instant::now();
+            let hist = client.round_trips(started + slot).await;
+            r.rtt_secs += started.elapsed().as_secs_f64();
+            r.rtt.add(hist).expect("merge");
+        }
+    }
+    for (i, &payload) in payloads.iter().enumerate() {
+        for _ in 0..rounds {
+            for ((_, client), r) in clients.iter().zip(&mut results) {
+                let started = Instant::now();
+                let (rpcs, bytes) = client.stream(payload, started + slot).await;
+                let secs = started.elapsed().as_secs_f64();
+                let b = &mut r.bulk[i];
+                b.1 += rpcs;
+                b.2 += bytes;
+                b.3 += secs;
+                b.4.push((bytes as f64 / (1 << 20) as f64 / secs).round());
+            }
+        }
+    }
+    results
 }
 
 fn r2(x: f64) -> f64 {
@@ -497,38 +531,29 @@ pub fn run(size: Size) -> Vec<Figure> {
         .build()
         .expect("runtime");
     let window = size.window();
+    let rounds = size.pick(3, 1);
     let payloads = [4usize << 10, 64 << 10];
     let ca = certs::generate_ca().expect("cluster CA");
+    let (names, results) = rt.block_on(async {
+        let q = quic(&ca).await;
+        let (acceptor, connector) = tcp_tls(&ca);
+        let tls = Tcp {
+            server: tcp_server(Some(acceptor)).await,
+            connector: Some(connector),
+        };
+        let tcp = Tcp {
+            server: tcp_server(None).await,
+            connector: None,
+        };
+        let clients: [(&'static str, &dyn Client); 3] =
+            [("quic", &q), ("tcp+tls", &tls), ("tcp", &tcp)];
+        let results = measure(&clients, rounds, window, &payloads).await;
+        q.client.close().await;
+        q.server.close().await;
+        (clients.map(|(n, _)| n), results)
+    });
     let mut out = Vec::new();
-    let mut all = Vec::new();
-    for name in ["quic", "tcp+tls", "tcp"] {
-        eprintln!("bench: transport {name}");
-        let results = rt.block_on(async {
-            match name {
-                "quic" => {
-                    let q = quic(&ca).await;
-                    let r = measure(&q, window, &payloads).await;
-                    q.client.close().await;
-                    q.server.close().await;
-                    r
-                }
-                "tcp+tls" => {
-                    let (acceptor, connector) = tcp_tls(&ca);
-                    let t = Tcp {
-                        server: tcp_server(Some(acceptor)).await,
-                        connector: Some(connector),
-                    };
-                    measure(&t, window, &payloads).await
-                }
-                _ => {
-                    let t = Tcp {
-                        server: tcp_server(None).await,
-                        connector: None,
-                    };
-                    measure(&t, window, &payloads).await
-                }
-            }
-        });
+    for (name, r) in names.iter().zip(&results) {
         out.push(Figure {
             suite: "transport",
             name: format!("rtt {name}"),
@@ -536,38 +561,43 @@ pub fn run(size: Size) -> Vec<Figure> {
                 "transport": name,
                 "request_frame_bytes": frame_len_of_request(0) + 4,
                 "response_frame_bytes": frame_len_of_response(0) + 4,
-                "in_flight": 1, "window_s": window.as_secs_f64(), "link": "loopback",
+                "in_flight": 1, "window_s": window.as_secs_f64(), "rounds": rounds,
+                "link": "loopback",
             }),
             values: json!({
-                "rpcs_per_s": results.rtt_rate.round(),
-                "p50_us": results.rtt.value_at_quantile(0.5),
-                "p99_us": results.rtt.value_at_quantile(0.99),
-                "p999_us": results.rtt.value_at_quantile(0.999),
+                "rpcs_per_s": (r.rtt.len() as f64 / r.rtt_secs.max(1e-9)).round(),
+                "p50_us": r.rtt.value_at_quantile(0.5),
+                "p99_us": r.rtt.value_at_quantile(0.99),
+                "p999_us": r.rtt.value_at_quantile(0.999),
             }),
         });
-        for &(payload, rpcs, mib) in &results.bulk {
+        for (i, (payload, rpcs, _, secs, per_round)) in r.bulk.iter().enumerate() {
             out.push(Figure {
                 suite: "transport",
                 name: format!("bulk {name}"),
                 params: json!({
                     "transport": name, "payload_bytes": payload,
-                    "response_frame_bytes": frame_len_of_response(payload) + 4,
+                    "response_frame_bytes": frame_len_of_response(*payload) + 4,
                     "in_flight": IN_FLIGHT, "direction": "responses (server to client)",
-                    "window_s": window.as_secs_f64(), "link": "loopback",
+                    "window_s": window.as_secs_f64(), "rounds": rounds, "link": "loopback",
                 }),
-                values: json!({ "rpcs_per_s": rpcs.round(), "mib_per_s": mib.round() }),
+                values: json!({
+                    "rpcs_per_s": (*rpcs as f64 / secs.max(1e-9)).round(),
+                    "mib_per_s": r.mib_per_s(i).round(),
+                    "mib_per_s_rounds": per_round,
+                }),
             });
         }
-        all.push((name, results));
     }
-    if let [(_, q), (_, t), _] = &all[..] {
+    if let [q, t, _] = &results[..] {
         let mut values = json!({
             "rtt_p50_ratio": r2(q.rtt.value_at_quantile(0.5) as f64
                 / t.rtt.value_at_quantile(0.5).max(1) as f64),
             "rtt_p50_ratio_target_max": 1.5,
         });
-        for ((payload, _, qm), (_, _, tm)) in q.bulk.iter().zip(&t.bulk) {
-            values[format!("bulk_{}k_ratio", payload >> 10)] = json!(r2(qm / tm.max(1e-9)));
+        for (i, payload) in payloads.iter().enumerate() {
+            values[format!("bulk_{}k_ratio", payload >> 10)] =
+                json!(r2(q.mib_per_s(i) / t.mib_per_s(i).max(1e-9)));
         }
         values["bulk_ratio_target_min"] = json!(0.8);
         out.push(Figure {
