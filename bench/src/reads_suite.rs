@@ -198,6 +198,17 @@ fn thread_cpu_ns(tid: u64) -> Option<u64> {
     text.split_whitespace().next()?.parse().ok()
 }
 
+/// CPU time of every thread of this process so far, in nanoseconds (threads that already exited
+/// are not counted: measure around work done by long-lived threads).
+pub(crate) fn process_cpu_ns() -> Option<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let tid = task.ok()?.file_name().to_str()?.parse().ok()?;
+        total += thread_cpu_ns(tid).unwrap_or(0);
+    }
+    Some(total)
+}
+
 fn start_replica(net: &MemNetwork, id: ReplicaId, voters: &[ReplicaId], lease: bool) -> Replica {
     let mut cfg = Config::new(id, voters.iter().copied());
     cfg.election_timeout = Duration::from_millis(150);

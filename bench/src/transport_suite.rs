@@ -12,7 +12,9 @@
 //!
 //! Measured: the round trip of a small RPC, one at a time (p50, p99, RPCs/s), and the payload
 //! throughput of 4 KiB and 64 KiB responses with several RPCs in flight (MiB/s of payload, one
-//! direction). Client and server share one 2-worker runtime for every transport. The transports
+//! direction), with the CPU time the whole process (client and server) spent per RPC and per GiB,
+//! which a busy shared machine disturbs less than the rates. Client and server share one
+//! 2-worker runtime for every transport. The transports
 //! take turns: each measurement runs in rounds, every transport once per round.
 
 use std::collections::BTreeMap;
@@ -36,6 +38,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, B
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
+use crate::reads_suite::process_cpu_ns;
 use crate::{Figure, Size};
 
 const CLIENT: ReplicaId = ReplicaId(1);
@@ -456,8 +459,22 @@ fn tcp_tls(ca: &certs::CaMaterial) -> (tokio_rustls::TlsAcceptor, tokio_rustls::
 struct Results {
     rtt: Histogram<u64>,
     rtt_secs: f64,
-    /// Per payload size: RPCs, payload bytes, seconds, and MiB/s of each round.
-    bulk: Vec<(usize, u64, u64, f64, Vec<f64>)>,
+    /// CPU time of the whole process (client and server) during the round trips.
+    rtt_cpu_ns: Option<u64>,
+    /// Per payload size.
+    bulk: Vec<Bulk>,
+}
+
+/// The throughput of one payload size, summed over the rounds.
+struct Bulk {
+    payload: usize,
+    rpcs: u64,
+    bytes: u64,
+    secs: f64,
+    /// MiB/s of each round.
+    rounds: Vec<f64>,
+    /// CPU time of the whole process.
+    cpu_ns: Option<u64>,
 }
 
 impl Results {
@@ -465,16 +482,24 @@ impl Results {
         Results {
             rtt: Histogram::<u64>::new(3).expect("histogram"),
             rtt_secs: 0.0,
+            rtt_cpu_ns: Some(0),
             bulk: payloads
                 .iter()
-                .map(|&p| (p, 0, 0, 0.0, Vec::new()))
+                .map(|&payload| Bulk {
+                    payload,
+                    rpcs: 0,
+                    bytes: 0,
+                    secs: 0.0,
+                    rounds: Vec::new(),
+                    cpu_ns: Some(0),
+                })
                 .collect(),
         }
     }
 
     fn mib_per_s(&self, i: usize) -> f64 {
-        let (_, _, bytes, secs, _) = &self.bulk[i];
-        *bytes as f64 / (1 << 20) as f64 / secs.max(1e-9)
+        let b = &self.bulk[i];
+        b.bytes as f64 / (1 << 20) as f64 / b.secs.max(1e-9)
     }
 }
 
@@ -496,27 +521,45 @@ async fn measure(
     }
     for _ in 0..rounds {
         for ((_, client), r) in clients.iter().zip(&mut results) {
+            let cpu = process_cpu_ns();
             let started = Instant::now();
             let hist = client.round_trips(started + slot).await;
             r.rtt_secs += started.elapsed().as_secs_f64();
+            r.rtt_cpu_ns = add_cpu(r.rtt_cpu_ns, cpu);
             r.rtt.add(hist).expect("merge");
         }
     }
     for (i, &payload) in payloads.iter().enumerate() {
         for _ in 0..rounds {
             for ((_, client), r) in clients.iter().zip(&mut results) {
+                let cpu = process_cpu_ns();
                 let started = Instant::now();
                 let (rpcs, bytes) = client.stream(payload, started + slot).await;
                 let secs = started.elapsed().as_secs_f64();
                 let b = &mut r.bulk[i];
-                b.1 += rpcs;
-                b.2 += bytes;
-                b.3 += secs;
-                b.4.push((bytes as f64 / (1 << 20) as f64 / secs).round());
+                b.cpu_ns = add_cpu(b.cpu_ns, cpu);
+                b.rpcs += rpcs;
+                b.bytes += bytes;
+                b.secs += secs;
+                b.rounds
+                    .push((bytes as f64 / (1 << 20) as f64 / secs).round());
             }
         }
     }
     results
+}
+
+/// Adds the CPU time spent since `before` to `total` (none once either is unknown).
+fn add_cpu(total: Option<u64>, before: Option<u64>) -> Option<u64> {
+    Some(total? + process_cpu_ns()?.saturating_sub(before?))
+}
+
+/// `cpu_ns / n` in microseconds, or null.
+fn per(cpu_ns: Option<u64>, n: f64, unit_ns: f64) -> serde_json::Value {
+    match cpu_ns {
+        Some(c) if n > 0.0 => json!(r2(c as f64 / unit_ns / n)),
+        _ => serde_json::Value::Null,
+    }
 }
 
 fn r2(x: f64) -> f64 {
@@ -569,22 +612,25 @@ pub fn run(size: Size) -> Vec<Figure> {
                 "p50_us": r.rtt.value_at_quantile(0.5),
                 "p99_us": r.rtt.value_at_quantile(0.99),
                 "p999_us": r.rtt.value_at_quantile(0.999),
+                "cpu_us_per_rpc": per(r.rtt_cpu_ns, r.rtt.len() as f64, 1e3),
             }),
         });
-        for (i, (payload, rpcs, _, secs, per_round)) in r.bulk.iter().enumerate() {
+        for (i, b) in r.bulk.iter().enumerate() {
             out.push(Figure {
                 suite: "transport",
                 name: format!("bulk {name}"),
                 params: json!({
-                    "transport": name, "payload_bytes": payload,
-                    "response_frame_bytes": frame_len_of_response(*payload) + 4,
+                    "transport": name, "payload_bytes": b.payload,
+                    "response_frame_bytes": frame_len_of_response(b.payload) + 4,
                     "in_flight": IN_FLIGHT, "direction": "responses (server to client)",
                     "window_s": window.as_secs_f64(), "rounds": rounds, "link": "loopback",
                 }),
                 values: json!({
-                    "rpcs_per_s": (*rpcs as f64 / secs.max(1e-9)).round(),
+                    "rpcs_per_s": (b.rpcs as f64 / b.secs.max(1e-9)).round(),
                     "mib_per_s": r.mib_per_s(i).round(),
-                    "mib_per_s_rounds": per_round,
+                    "mib_per_s_rounds": b.rounds,
+                    "cpu_us_per_rpc": per(b.cpu_ns, b.rpcs as f64, 1e3),
+                    "cpu_s_per_gib": per(b.cpu_ns, b.bytes as f64 / (1u64 << 30) as f64, 1e9),
                 }),
             });
         }
@@ -598,6 +644,16 @@ pub fn run(size: Size) -> Vec<Figure> {
         for (i, payload) in payloads.iter().enumerate() {
             values[format!("bulk_{}k_ratio", payload >> 10)] =
                 json!(r2(q.mib_per_s(i) / t.mib_per_s(i).max(1e-9)));
+            // CPU per byte: the cost side of the same comparison, steadier on a busy machine.
+            let per_byte = |b: &Bulk| Some(b.cpu_ns? as f64 / b.bytes.max(1) as f64);
+            if let (Some(qc), Some(tc)) = (per_byte(&q.bulk[i]), per_byte(&t.bulk[i])) {
+                values[format!("bulk_{}k_cpu_ratio", payload >> 10)] =
+                    json!(r2(qc / tc.max(1e-12)));
+            }
+        }
+        let per_rpc = |r: &Results| Some(r.rtt_cpu_ns? as f64 / r.rtt.len().max(1) as f64);
+        if let (Some(qc), Some(tc)) = (per_rpc(q), per_rpc(t)) {
+            values["rtt_cpu_ratio"] = json!(r2(qc / tc.max(1e-9)));
         }
         values["bulk_ratio_target_min"] = json!(0.8);
         out.push(Figure {
