@@ -308,20 +308,24 @@ pub fn write(figures: &[Figure], dir: &Path, prefix: &str) -> Result<Vec<PathBuf
         ));
         let mut scaling = Vec::new();
         for (i, (name, what)) in [
-            ("scaling linearizable", "linearizable"),
-            ("scaling lease", "lease"),
+            ("scaling linearizable-all", "linearizable on all replicas"),
+            (
+                "scaling linearizable-followers",
+                "linearizable on followers",
+            ),
+            ("scaling lease-all", "lease on all replicas"),
         ]
         .into_iter()
         .enumerate()
         {
             scaling.push(Series {
-                label: format!("{what}: throughput, all replicas / leader only"),
+                label: format!("{what}: throughput / leader only"),
                 points: points(figures, "reads", name, "readers", "throughput_ratio"),
                 thin: false,
                 colour: 2 * i,
             });
             scaling.push(Series {
-                label: format!("{what}: leader CPU per read, all replicas / leader only"),
+                label: format!("{what}: leader CPU per read / leader only"),
                 points: points(figures, "reads", name, "readers", "leader_cpu_ratio"),
                 thin: true,
                 colour: 2 * i + 1,
@@ -392,7 +396,7 @@ mod tests {
         }
         out.push(figure(
             "reads",
-            "scaling linearizable",
+            "scaling linearizable-all",
             json!({ "readers": 8 }),
             json!({ "throughput_ratio": 1.2, "leader_cpu_ratio": 0.4 }),
         ));

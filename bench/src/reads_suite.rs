@@ -14,12 +14,15 @@
 //!
 //! Configurations: linearizable reads on the leader only; linearizable reads spread over all
 //! replicas (followers ask the leader for a read offset with batched ReadIndex requests, the
-//! leader confirms batches with one barrier round); the same two with lease reads on (the leader
+//! leader confirms batches with one barrier round), and over the followers only (what a read
+//! served elsewhere costs the leader); lease reads on the leader and on all replicas (the leader
 //! skips the round while it holds a lease; requires sticky votes, on by default); sequential
-//! reads on all replicas. Counters, all per read: RPCs sent by all replicas, Fetch and
-//! ReadIndex requests among them, and read barriers raised by the leader (the highest barrier
-//! the followers saw in Fetch responses; the leader raises one per step that registers new
-//! reads, and one Fetch from each follower echoes every barrier raised before it).
+//! reads on all replicas. Readers are closed loops assigned round-robin to the serving
+//! replicas, so a replica that answers faster serves more reads. Counters, all per read: RPCs
+//! sent by all replicas, Fetch and ReadIndex requests among them, and read barriers raised by
+//! the leader (the highest barrier the followers saw in Fetch responses; the leader raises one
+//! per step that registers new reads, and one Fetch from each follower echoes every barrier
+//! raised before it).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -326,6 +329,8 @@ async fn preload(replicas: &[Replica], leader: usize, keys: u64) {
 enum Serve {
     Leader,
     All,
+    /// The followers only: what serving a read elsewhere costs the leader.
+    Followers,
 }
 
 /// One configuration of the suite.
@@ -337,7 +342,7 @@ struct Setup {
     lease: bool,
 }
 
-const SETUPS: [Setup; 5] = [
+const SETUPS: [Setup; 6] = [
     Setup {
         name: "linearizable-leader",
         mode: ReadMode::Linearizable,
@@ -348,6 +353,12 @@ const SETUPS: [Setup; 5] = [
         name: "linearizable-all",
         mode: ReadMode::Linearizable,
         serve: Serve::All,
+        lease: false,
+    },
+    Setup {
+        name: "linearizable-followers",
+        mode: ReadMode::Linearizable,
+        serve: Serve::Followers,
         lease: false,
     },
     Setup {
@@ -436,6 +447,7 @@ async fn measure(setup: Setup, readers: usize, keys: u64, window: Duration) -> M
     let targets: Vec<usize> = match setup.serve {
         Serve::Leader => vec![0],
         Serve::All => (0..replicas.len()).collect(),
+        Serve::Followers => (1..replicas.len()).collect(),
     };
     // Warm up: a few reads on every serving replica (a lease needs echoed barriers first).
     for &t in &targets {
@@ -528,7 +540,11 @@ fn figure(setup: Setup, readers: usize, window: Duration, m: &Measured) -> Figur
         name: setup.name.into(),
         params: json!({
             "voters": 3, "readers": readers, "mode": format!("{:?}", setup.mode),
-            "served_by": if setup.serve == Serve::Leader { "leader" } else { "all replicas" },
+            "served_by": match setup.serve {
+                Serve::Leader => "leader",
+                Serve::All => "all replicas",
+                Serve::Followers => "followers",
+            },
             "lease_reads": setup.lease, "keys": m.keys,
             "window_s": window.as_secs_f64(), "transport": "in-process", "storage": "in-memory",
         }),
@@ -554,7 +570,7 @@ fn figure(setup: Setup, readers: usize, window: Duration, m: &Measured) -> Figur
 /// How spreading linearizable reads over the replicas compares with serving them on the leader,
 /// against the targets of the bench issue (throughput at least 1.5x, leader CPU per read at most
 /// a fifth).
-fn scaling(readers: usize, leader_only: &Measured, spread: &Measured, lease: bool) -> Figure {
+fn scaling(readers: usize, leader_only: &Measured, spread: &Measured, name: &str) -> Figure {
     let cpu = |m: &Measured| m.cpu_us_per_read.first().copied().flatten();
     let cpu_ratio = match (cpu(spread), cpu(leader_only)) {
         (Some(s), Some(l)) if l > 0.0 => json!(r3(s / l)),
@@ -562,12 +578,8 @@ fn scaling(readers: usize, leader_only: &Measured, spread: &Measured, lease: boo
     };
     Figure {
         suite: "reads",
-        name: if lease {
-            "scaling lease".into()
-        } else {
-            "scaling linearizable".into()
-        },
-        params: json!({ "readers": readers, "voters": 3, "lease_reads": lease }),
+        name: format!("scaling {name}"),
+        params: json!({ "readers": readers, "voters": 3 }),
         values: json!({
             "throughput_ratio": r3(spread.rate / leader_only.rate.max(1e-9)),
             "throughput_ratio_target": 1.5,
@@ -596,12 +608,17 @@ pub fn run(size: Size) -> Vec<Figure> {
             out.push(figure(setup, readers, window, &m));
             by_name.insert(setup.name, m);
         }
-        for (leader_only, spread, lease) in [
-            ("linearizable-leader", "linearizable-all", false),
-            ("lease-leader", "lease-all", true),
+        // Fewer readers than replicas cannot spread: the comparison would be with itself.
+        if readers < 3 {
+            continue;
+        }
+        for (leader_only, spread) in [
+            ("linearizable-leader", "linearizable-all"),
+            ("linearizable-leader", "linearizable-followers"),
+            ("lease-leader", "lease-all"),
         ] {
             if let (Some(l), Some(s)) = (by_name.get(leader_only), by_name.get(spread)) {
-                out.push(scaling(readers, l, s, lease));
+                out.push(scaling(readers, l, s, spread));
             }
         }
     }
