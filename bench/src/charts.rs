@@ -71,6 +71,18 @@ struct Series {
     colour: usize,
 }
 
+/// Line colours, distinct on white (plotters' palette has a pale yellow).
+const COLOURS: [RGBColor; 8] = [
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0x17, 0xbe, 0xcf),
+    RGBColor(0x7f, 0x7f, 0x7f),
+];
+
 fn num(v: &Value, key: &str) -> Option<f64> {
     v.get(key).and_then(Value::as_f64)
 }
@@ -151,7 +163,16 @@ fn draw(path: &Path, chart: &Chart<'_>) -> Result<(), Box<dyn Error>> {
         .y_label_area_size(80)
         .build_cartesian_2d(x0 - 0.2..x1 + 0.2, y0..y1)?;
     let log_y = chart.log_y;
+    // One label per power of two (and of ten on a log axis): a step of 1 in log space.
+    let x_labels = (x1 - x0).round() as usize + 1;
+    let y_labels = if log_y {
+        (y1 - y0).round() as usize + 1
+    } else {
+        10
+    };
     ctx.configure_mesh()
+        .x_labels(x_labels)
+        .y_labels(y_labels)
         .x_desc(chart.x_desc)
         .y_desc(chart.y_desc)
         .x_label_formatter(&|v| format!("{}", 2f64.powf(*v).round()))
@@ -164,7 +185,7 @@ fn draw(path: &Path, chart: &Chart<'_>) -> Result<(), Box<dyn Error>> {
         })
         .draw()?;
     for s in &chart.series {
-        let colour = Palette99::pick(s.colour);
+        let colour = COLOURS[s.colour % COLOURS.len()];
         let style = if s.thin {
             colour.stroke_width(1)
         } else {
@@ -180,8 +201,8 @@ fn draw(path: &Path, chart: &Chart<'_>) -> Result<(), Box<dyn Error>> {
                 .map(move |p| Circle::new(p, marker, colour.filled())),
         )?;
     }
-    for t in &chart.targets {
-        let style = BLACK.mix(0.5).stroke_width(1);
+    for (i, t) in chart.targets.iter().enumerate() {
+        let style = BLACK.mix(0.7 - 0.3 * i as f64).stroke_width(2);
         let y = ty(t.y);
         ctx.draw_series(LineSeries::new(vec![(x0 - 0.2, y), (x1 + 0.2, y)], style))?
             .label(t.label.clone())
@@ -209,18 +230,19 @@ fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
     }
 }
 
-/// 1234567 -> "1.23M", 0.25 -> "0.25".
+/// 1234567 -> "1.23M", 800000 -> "800k", 0.25 -> "0.25".
 fn short(v: f64) -> String {
     let a = v.abs();
-    if a >= 1e6 {
-        format!("{:.3}M", v / 1e6)
+    let (scaled, suffix) = if a >= 1e6 {
+        (v / 1e6, "M")
     } else if a >= 1e3 {
-        format!("{:.3}k", v / 1e3)
-    } else if a >= 10.0 {
-        format!("{v:.0}")
+        (v / 1e3, "k")
     } else {
-        format!("{v:.2}")
-    }
+        (v, "")
+    };
+    let digits = format!("{scaled:.2}");
+    let digits = digits.trim_end_matches('0').trim_end_matches('.');
+    format!("{digits}{suffix}")
 }
 
 /// Writes every chart the figures allow into `dir`, named `<prefix>-<chart>.svg`; returns the
@@ -322,19 +344,19 @@ pub fn write(figures: &[Figure], dir: &Path, prefix: &str) -> Result<Vec<PathBuf
                 label: format!("{what}: throughput / leader only"),
                 points: points(figures, "reads", name, "readers", "throughput_ratio"),
                 thin: false,
-                colour: 2 * i,
+                colour: i,
             });
             scaling.push(Series {
                 label: format!("{what}: leader CPU per read / leader only"),
                 points: points(figures, "reads", name, "readers", "leader_cpu_ratio"),
                 thin: true,
-                colour: 2 * i + 1,
+                colour: i,
             });
         }
         charts.push((
             "reads-scaling.svg",
             Chart {
-                title: "reads: spreading reads over 3 replicas against serving them on the leader",
+                title: "reads: spread over replicas / leader only (thick: throughput, thin: leader CPU per read)",
                 x_desc: "concurrent readers",
                 y_desc: "ratio",
                 log_y: false,
@@ -427,6 +449,15 @@ mod tests {
         check(dir.path(), "run", &["core".to_string()]).expect("core charts exist");
         let err = check(dir.path(), "run", &["reads".to_string()]).expect_err("no reads charts");
         assert!(err.contains("reads-throughput.svg"), "{err}");
+    }
+
+    #[test]
+    fn axis_labels_are_short() {
+        assert_eq!(short(1_234_567.0), "1.23M");
+        assert_eq!(short(800_000.0), "800k");
+        assert_eq!(short(100.0), "100");
+        assert_eq!(short(0.25), "0.25");
+        assert_eq!(short(0.0), "0");
     }
 
     #[test]
