@@ -433,7 +433,15 @@ struct Measured {
     served: Vec<u64>,
 }
 
-async fn measure(setup: Setup, readers: usize, keys: u64, window: Duration) -> Measured {
+/// An empty latency histogram (microseconds). It resizes itself, so recording and merging
+/// never fail for lack of range.
+fn histogram() -> Histogram<u64> {
+    // 3 significant figures is within hdrhistogram's supported 0..=5.
+    Histogram::new(3).expect("3 significant figures are supported")
+}
+
+/// Starts 3 voters, waits for a leader and preloads `keys` keys; the leader comes first.
+async fn start_cluster(setup: Setup, keys: u64) -> Vec<Replica> {
     let net = MemNetwork::new();
     let voters: Vec<ReplicaId> = (1..=3).map(ReplicaId).collect();
     let mut replicas: Vec<Replica> = voters
@@ -444,6 +452,73 @@ async fn measure(setup: Setup, readers: usize, keys: u64, window: Duration) -> M
     // The leader first: per-replica figures list it first.
     replicas.swap(0, l);
     preload(&replicas, 0, keys).await;
+    replicas
+}
+
+/// What the readers of one measurement saw.
+struct Outcome {
+    hist: Histogram<u64>,
+    errors: u64,
+    misses: u64,
+    served: Vec<u64>,
+    secs: f64,
+}
+
+/// Runs `readers` closed-loop readers, assigned round-robin to `targets`, until `window` ends.
+async fn read_for(
+    replicas: &[Replica],
+    targets: &[usize],
+    mode: ReadMode,
+    readers: usize,
+    keys: u64,
+    window: Duration,
+) -> Outcome {
+    let stop = Instant::now() + window;
+    let mut tasks = Vec::new();
+    for i in 0..readers {
+        let t = targets[i % targets.len()];
+        let node = replicas[t].node.clone();
+        let sm = replicas[t].sm.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut hist = histogram();
+            let (mut errors, mut misses) = (0u64, 0u64);
+            let mut key = (i as u64).wrapping_mul(7919);
+            while Instant::now() < stop {
+                let started = Instant::now();
+                if node.read(mode).await.is_err() {
+                    errors += 1;
+                    continue;
+                }
+                key = key.wrapping_add(1);
+                misses += u64::from(sm.get(key % keys).is_none());
+                hist.saturating_record(started.elapsed().as_micros() as u64);
+            }
+            (t, hist, errors, misses)
+        }));
+    }
+    let started = Instant::now();
+    let mut out = Outcome {
+        hist: histogram(),
+        errors: 0,
+        misses: 0,
+        served: vec![0; replicas.len()],
+        secs: 0.0,
+    };
+    for task in tasks {
+        // A reader task only panics if the harness itself is broken.
+        let (t, hist, errors, misses) = task.await.expect("a reader task completes");
+        out.served[t] += hist.len();
+        // Both histograms resize themselves: merging cannot run out of range.
+        out.hist.add(hist).expect("auto-resizing histograms merge");
+        out.errors += errors;
+        out.misses += misses;
+    }
+    out.secs = started.elapsed().as_secs_f64();
+    out
+}
+
+async fn measure(setup: Setup, readers: usize, keys: u64, window: Duration) -> Measured {
+    let mut replicas = start_cluster(setup, keys).await;
     let targets: Vec<usize> = match setup.serve {
         Serve::Leader => vec![0],
         Serve::All => (0..replicas.len()).collect(),
@@ -456,70 +531,28 @@ async fn measure(setup: Setup, readers: usize, keys: u64, window: Duration) -> M
         }
     }
     let before = snapshot(&replicas);
-    let stop = Instant::now() + window;
-    let mut tasks = Vec::new();
-    for i in 0..readers {
-        let t = targets[i % targets.len()];
-        let node = replicas[t].node.clone();
-        let sm = replicas[t].sm.clone();
-        let mode = setup.mode;
-        tasks.push(tokio::spawn(async move {
-            let mut hist = Histogram::<u64>::new(3).expect("histogram");
-            let (mut errors, mut misses) = (0u64, 0u64);
-            let mut key = (i as u64).wrapping_mul(7919);
-            while Instant::now() < stop {
-                let started = Instant::now();
-                match node.read(mode).await {
-                    Ok(_) => {
-                        key = key.wrapping_add(1);
-                        if sm.get(key % keys).is_none() {
-                            misses += 1;
-                        }
-                        hist.record(started.elapsed().as_micros() as u64)
-                            .expect("record");
-                    }
-                    Err(_) => errors += 1,
-                }
-            }
-            (t, hist, errors, misses)
-        }));
-    }
-    let started = Instant::now();
-    let mut all = Histogram::<u64>::new(3).expect("histogram");
-    let (mut errors, mut misses) = (0, 0);
-    let mut served = vec![0u64; replicas.len()];
-    for task in tasks {
-        let (t, hist, e, m) = task.await.expect("reader");
-        served[t] += hist.len();
-        all.add(hist).expect("merge");
-        errors += e;
-        misses += m;
-    }
-    let elapsed = started.elapsed().as_secs_f64();
+    let o = read_for(&replicas, &targets, setup.mode, readers, keys, window).await;
     let after = snapshot(&replicas);
     stop_all(&mut replicas);
-    let reads = all.len().max(1) as f64;
+    let reads = o.hist.len().max(1) as f64;
     let cpu_us_per_read = before
         .cpu_ns
         .iter()
         .zip(&after.cpu_ns)
-        .map(|(b, a)| match (b, a) {
-            (Some(b), Some(a)) => Some(a.saturating_sub(*b) as f64 / 1000.0 / reads),
-            _ => None,
-        })
+        .map(|(b, a)| Some(a.as_ref()?.saturating_sub((*b)?) as f64 / 1000.0 / reads))
         .collect();
     Measured {
-        rate: all.len() as f64 / elapsed,
-        hist: all,
-        errors,
-        misses,
+        rate: o.hist.len() as f64 / o.secs,
+        hist: o.hist,
+        errors: o.errors,
+        misses: o.misses,
         keys,
         rpcs: after.rpcs_sent - before.rpcs_sent,
         read_index: after.read_index - before.read_index,
         fetch: after.fetch - before.fetch,
         barriers: after.barrier - before.barrier,
         cpu_us_per_read,
-        served,
+        served: o.served,
     }
 }
 

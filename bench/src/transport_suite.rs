@@ -48,6 +48,20 @@ const IN_FLIGHT: usize = 8;
 /// The deadline of each QUIC call.
 const RPC_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Why the suite could not measure: setup or a transport failing on loopback.
+type Failed = String;
+
+/// Maps any error to a [`Failed`] that says what was being done.
+fn failed<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> Failed {
+    move |e| format!("{what}: {e}")
+}
+
+/// A latency histogram in microseconds; it resizes itself, so recording never fails.
+fn histogram() -> Histogram<u64> {
+    // 3 significant figures is within hdrhistogram's supported 0..=5.
+    Histogram::new(3).expect("3 significant figures are supported")
+}
+
 /// A Fetch asking for `payload` bytes (0: the small RPC).
 fn request(payload: usize) -> Request {
     Request::Fetch(FetchRequest {
@@ -119,10 +133,10 @@ fn frame_len_of_response(payload: usize) -> usize {
 #[async_trait]
 trait Client: Send + Sync {
     /// Round trips with one RPC at a time until `stop`.
-    async fn round_trips(&self, stop: Instant) -> Histogram<u64>;
+    async fn round_trips(&self, stop: Instant) -> Result<Histogram<u64>, Failed>;
     /// RPCs asking for `payload` bytes, `IN_FLIGHT` at once, until `stop`; returns the RPCs
     /// completed and the payload bytes received.
-    async fn stream(&self, payload: usize, stop: Instant) -> (u64, u64);
+    async fn stream(&self, payload: usize, stop: Instant) -> Result<(u64, u64), Failed>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -144,94 +158,104 @@ struct Quic {
     server: Arc<QuicTransport>,
 }
 
-fn tls(ca: &certs::CaMaterial, id: ReplicaId) -> TlsMaterial {
-    let node = certs::generate_node(ca, id).expect("node certificate");
-    TlsMaterial {
+fn tls(ca: &certs::CaMaterial, id: ReplicaId) -> Result<TlsMaterial, Failed> {
+    let node = certs::generate_node(ca, id).map_err(failed("node certificate"))?;
+    Ok(TlsMaterial {
         ca_cert_pem: ca.cert_pem.clone(),
         cert_pem: node.cert_pem,
         key_pem: node.key_pem,
-    }
+    })
 }
 
-async fn quic(ca: &certs::CaMaterial) -> Quic {
-    let sockets = [CLIENT, SERVER].map(|_| UdpSocket::bind("127.0.0.1:0").expect("udp socket"));
-    let addrs = sockets
-        .each_ref()
-        .map(|s| s.local_addr().expect("udp address"));
-    let mut ends = Vec::new();
-    for (i, (id, socket)) in [CLIENT, SERVER].into_iter().zip(sockets).enumerate() {
-        let other = 1 - i;
-        let peers = BTreeMap::from([([CLIENT, SERVER][other], addrs[other])]);
-        let config = QuicConfig::new(id, addrs[i], peers, tls(ca, id));
-        ends.push(Arc::new(
-            QuicTransport::with_socket(config, socket).expect("quic transport"),
-        ));
-    }
-    let server = ends.pop().expect("two endpoints");
-    let client = ends.pop().expect("two endpoints");
+fn quic_endpoint(
+    ca: &certs::CaMaterial,
+    (id, socket): (ReplicaId, UdpSocket),
+    (peer, peer_addr): (ReplicaId, SocketAddr),
+) -> Result<Arc<QuicTransport>, Failed> {
+    let addr = socket.local_addr().map_err(failed("udp address"))?;
+    let config = QuicConfig::new(id, addr, BTreeMap::from([(peer, peer_addr)]), tls(ca, id)?);
+    let transport = QuicTransport::with_socket(config, socket).map_err(failed("quic endpoint"))?;
+    Ok(Arc::new(transport))
+}
+
+async fn quic(ca: &certs::CaMaterial) -> Result<Quic, Failed> {
+    let bind = || UdpSocket::bind("127.0.0.1:0").map_err(failed("udp socket"));
+    let (c, s) = (bind()?, bind()?);
+    let c_addr = c.local_addr().map_err(failed("udp address"))?;
+    let s_addr = s.local_addr().map_err(failed("udp address"))?;
+    let client = quic_endpoint(ca, (CLIENT, c), (SERVER, s_addr))?;
+    let server = quic_endpoint(ca, (SERVER, s), (CLIENT, c_addr))?;
     server
         .serve(Arc::new(QuicHandler { data: data() }))
         .await
-        .expect("serve");
-    Quic { client, server }
+        .map_err(failed("quic serve"))?;
+    Ok(Quic { client, server })
 }
 
 impl Quic {
-    async fn call(&self, payload: usize) -> usize {
-        match self
+    async fn call(&self, payload: usize) -> Result<usize, Failed> {
+        let response = self
             .client
             .call(SERVER, request(payload), RPC_TIMEOUT)
             .await
-        {
-            Ok(response) => payload_len(&response),
-            Err(e) => panic!("quic call failed: {e}"),
-        }
+            .map_err(failed("quic call"))?;
+        Ok(payload_len(&response))
     }
 }
 
 #[async_trait]
 impl Client for Quic {
-    async fn round_trips(&self, stop: Instant) -> Histogram<u64> {
-        let mut hist = Histogram::<u64>::new(3).expect("histogram");
+    async fn round_trips(&self, stop: Instant) -> Result<Histogram<u64>, Failed> {
+        let mut hist = histogram();
         while Instant::now() < stop {
             let t = Instant::now();
-            self.call(0).await;
-            hist.record(t.elapsed().as_micros() as u64).expect("record");
+            self.call(0).await?;
+            hist.saturating_record(t.elapsed().as_micros() as u64);
         }
-        hist
+        Ok(hist)
     }
 
-    async fn stream(&self, payload: usize, stop: Instant) -> (u64, u64) {
-        let rpcs = AtomicU64::new(0);
-        let bytes = AtomicU64::new(0);
-        let (rpcs_ref, bytes_ref) = (&rpcs, &bytes);
+    async fn stream(&self, payload: usize, stop: Instant) -> Result<(u64, u64), Failed> {
         let worker = || async move {
+            let (mut rpcs, mut bytes) = (0u64, 0u64);
             while Instant::now() < stop {
-                let got = self.call(payload).await;
-                rpcs_ref.fetch_add(1, Ordering::Relaxed);
-                bytes_ref.fetch_add(got as u64, Ordering::Relaxed);
+                bytes += self.call(payload).await? as u64;
+                rpcs += 1;
             }
+            Ok::<_, Failed>((rpcs, bytes))
         };
         let workers: Vec<_> = (0..IN_FLIGHT).map(|_| worker()).collect();
         // The workers share one task: QUIC streams are independent, so this keeps IN_FLIGHT
         // RPCs outstanding without a task per worker.
-        join_all(workers).await;
-        (rpcs.into_inner(), bytes.into_inner())
+        let mut total = (0, 0);
+        for done in join_all(workers).await {
+            let (rpcs, bytes) = done?;
+            total = (total.0 + rpcs, total.1 + bytes);
+        }
+        Ok(total)
     }
 }
 
-/// Polls every future to completion on the current task.
-async fn join_all<F: std::future::Future<Output = ()>>(futures: Vec<F>) {
+/// Polls every future to completion on the current task; returns their outputs.
+async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
     let mut set: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs = Vec::with_capacity(set.len());
     std::future::poll_fn(|cx| {
-        set.retain_mut(|f| f.as_mut().poll(cx).is_pending());
+        set.retain_mut(|f| match f.as_mut().poll(cx) {
+            std::task::Poll::Ready(out) => {
+                outputs.push(out);
+                false
+            }
+            std::task::Poll::Pending => true,
+        });
         if set.is_empty() {
             std::task::Poll::Ready(())
         } else {
             std::task::Poll::Pending
         }
     })
-    .await
+    .await;
+    outputs
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -291,9 +315,11 @@ impl Drop for TcpServer {
     }
 }
 
-async fn tcp_server(acceptor: Option<tokio_rustls::TlsAcceptor>) -> TcpServer {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("tcp listen");
-    let addr = listener.local_addr().expect("tcp address");
+async fn tcp_server(acceptor: Option<tokio_rustls::TlsAcceptor>) -> Result<TcpServer, Failed> {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(failed("tcp listen"))?;
+    let addr = listener.local_addr().map_err(failed("tcp address"))?;
     let data = data();
     let task = tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
@@ -312,7 +338,7 @@ async fn tcp_server(acceptor: Option<tokio_rustls::TlsAcceptor>) -> TcpServer {
             });
         }
     });
-    TcpServer { addr, task }
+    Ok(TcpServer { addr, task })
 }
 
 /// A TCP or TCP + TLS client: dials a new connection per measurement.
@@ -326,28 +352,59 @@ trait AsyncStream: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> AsyncStream for T {}
 
 impl Tcp {
-    async fn connect(&self) -> Stream {
+    async fn connect(&self) -> Result<Stream, Failed> {
         let tcp = TcpStream::connect(self.server.addr)
             .await
-            .expect("tcp connect");
-        tcp.set_nodelay(true).expect("nodelay");
-        match &self.connector {
+            .map_err(failed("tcp connect"))?;
+        tcp.set_nodelay(true).map_err(failed("tcp nodelay"))?;
+        Ok(match &self.connector {
             Some(c) => {
                 let name = ServerName::try_from(certs::replica_dns_name(SERVER))
-                    .expect("a valid DNS name");
-                Box::new(c.connect(name, tcp).await.expect("tls handshake"))
+                    .map_err(failed("server name"))?;
+                Box::new(
+                    c.connect(name, tcp)
+                        .await
+                        .map_err(failed("tls handshake"))?,
+                )
             }
             None => Box::new(tcp),
-        }
+        })
     }
+}
+
+/// Writes requests for `payload` bytes while a permit of `window` is free, until `stop`;
+/// counts them in `sent`. Returns the writer (dropping it would close the connection).
+async fn write_requests<W: AsyncWrite + Unpin>(
+    w: W,
+    payload: usize,
+    stop: Instant,
+    window: Arc<Semaphore>,
+    sent: Arc<AtomicU64>,
+) -> Result<BufWriter<W>, Failed> {
+    let mut w = BufWriter::new(w);
+    let mut out = BytesMut::new();
+    while Instant::now() < stop {
+        let Ok(permit) = window.acquire().await else {
+            break;
+        };
+        permit.forget();
+        out.clear();
+        wire::encode_request(&request(payload), &mut out);
+        write_frame(&mut w, &out)
+            .await
+            .map_err(failed("tcp write"))?;
+        w.flush().await.map_err(failed("tcp flush"))?;
+        sent.fetch_add(1, Ordering::SeqCst);
+    }
+    Ok(w)
 }
 
 #[async_trait]
 impl Client for Tcp {
-    async fn round_trips(&self, stop: Instant) -> Histogram<u64> {
-        let mut stream = self.connect().await;
+    async fn round_trips(&self, stop: Instant) -> Result<Histogram<u64>, Failed> {
+        let mut stream = self.connect().await?;
         let limits = FrameLimits::default();
-        let mut hist = Histogram::<u64>::new(3).expect("histogram");
+        let mut hist = histogram();
         let mut buf = BytesMut::new();
         let mut out = BytesMut::new();
         while Instant::now() < stop {
@@ -359,40 +416,31 @@ impl Client for Tcp {
             let mut frame = Vec::with_capacity(4 + out.len());
             frame.extend_from_slice(&(out.len() as u32).to_le_bytes());
             frame.extend_from_slice(&out);
-            stream.write_all(&frame).await.expect("tcp write");
-            stream.flush().await.expect("tcp flush");
-            let resp = read_frame(&mut stream, &mut buf).await.expect("tcp read");
-            wire::decode_response(resp, &limits).expect("decode");
-            hist.record(t.elapsed().as_micros() as u64).expect("record");
+            stream
+                .write_all(&frame)
+                .await
+                .map_err(failed("tcp write"))?;
+            stream.flush().await.map_err(failed("tcp flush"))?;
+            let resp = read_frame(&mut stream, &mut buf)
+                .await
+                .map_err(failed("tcp read"))?;
+            wire::decode_response(resp, &limits).map_err(failed("response frame"))?;
+            hist.saturating_record(t.elapsed().as_micros() as u64);
         }
-        hist
+        Ok(hist)
     }
 
-    async fn stream(&self, payload: usize, stop: Instant) -> (u64, u64) {
-        let stream = self.connect().await;
-        let (r, w) = tokio::io::split(stream);
+    async fn stream(&self, payload: usize, stop: Instant) -> Result<(u64, u64), Failed> {
+        let (r, w) = tokio::io::split(self.connect().await?);
         let window = Arc::new(Semaphore::new(IN_FLIGHT));
         let sent = Arc::new(AtomicU64::new(0));
-        let writer = {
-            let window = window.clone();
-            let sent = sent.clone();
-            tokio::spawn(async move {
-                let mut w = BufWriter::new(w);
-                let mut out = BytesMut::new();
-                while Instant::now() < stop {
-                    let Ok(permit) = window.acquire().await else {
-                        break;
-                    };
-                    permit.forget();
-                    out.clear();
-                    wire::encode_request(&request(payload), &mut out);
-                    write_frame(&mut w, &out).await.expect("tcp write");
-                    w.flush().await.expect("tcp flush");
-                    sent.fetch_add(1, Ordering::SeqCst);
-                }
-                w
-            })
-        };
+        let writer = tokio::spawn(write_requests(
+            w,
+            payload,
+            stop,
+            window.clone(),
+            sent.clone(),
+        ));
         let mut r = BufReader::with_capacity(128 << 10, r);
         let limits = FrameLimits::default();
         let mut buf = BytesMut::new();
@@ -400,57 +448,71 @@ impl Client for Tcp {
         // Past the deadline the writer sends at most one more request (all permits are back
         // once every counted request is answered), whose answer is left unread.
         while Instant::now() < stop || rpcs < sent.load(Ordering::SeqCst) {
-            let frame = read_frame(&mut r, &mut buf).await.expect("tcp read");
-            let resp = wire::decode_response(frame, &limits).expect("decode");
+            if writer.is_finished() && rpcs >= sent.load(Ordering::SeqCst) {
+                // The writer stopped early (it failed): nothing more will arrive.
+                break;
+            }
+            let frame = read_frame(&mut r, &mut buf)
+                .await
+                .map_err(failed("tcp read"))?;
+            let resp = wire::decode_response(frame, &limits).map_err(failed("response frame"))?;
             rpcs += 1;
             bytes += payload_len(&resp) as u64;
             window.add_permits(1);
         }
-        let _w = writer.await.expect("writer");
-        (rpcs, bytes)
+        writer.await.map_err(failed("tcp writer task"))??;
+        Ok((rpcs, bytes))
     }
 }
 
+/// This node's certificate chain and key, parsed.
+fn identity(
+    ca: &certs::CaMaterial,
+    id: ReplicaId,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), Failed> {
+    let m = tls(ca, id)?;
+    let chain = CertificateDer::pem_slice_iter(m.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(failed("node certificate"))?;
+    let key = PrivateKeyDer::from_pem_slice(m.key_pem.as_bytes()).map_err(failed("node key"))?;
+    Ok((chain, key))
+}
+
 /// The TLS configurations for both sides, from the same certificates as QUIC uses.
-fn tcp_tls(ca: &certs::CaMaterial) -> (tokio_rustls::TlsAcceptor, tokio_rustls::TlsConnector) {
+fn tcp_tls(
+    ca: &certs::CaMaterial,
+) -> Result<(tokio_rustls::TlsAcceptor, tokio_rustls::TlsConnector), Failed> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     for ca in CertificateDer::pem_slice_iter(ca.cert_pem.as_bytes()) {
-        roots.add(ca.expect("ca pem")).expect("ca certificate");
+        let ca = ca.map_err(failed("ca certificate"))?;
+        roots.add(ca).map_err(failed("ca certificate"))?;
     }
     let roots = Arc::new(roots);
-    let identity = |id: ReplicaId| {
-        let m = tls(ca, id);
-        let chain = CertificateDer::pem_slice_iter(m.cert_pem.as_bytes())
-            .collect::<Result<Vec<_>, _>>()
-            .expect("node certificate");
-        let key = PrivateKeyDer::from_pem_slice(m.key_pem.as_bytes()).expect("node key");
-        (chain, key)
-    };
     let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
         roots.clone(),
         provider.clone(),
     )
     .build()
-    .expect("client verifier");
-    let (chain, key) = identity(SERVER);
+    .map_err(failed("client verifier"))?;
+    let (chain, key) = identity(ca, SERVER)?;
     let server = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])
-        .expect("tls 1.3")
+        .map_err(failed("tls 1.3"))?
         .with_client_cert_verifier(verifier)
         .with_single_cert(chain, key)
-        .expect("server config");
-    let (chain, key) = identity(CLIENT);
+        .map_err(failed("server config"))?;
+    let (chain, key) = identity(ca, CLIENT)?;
     let client = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
-        .expect("tls 1.3")
+        .map_err(failed("tls 1.3"))?
         .with_root_certificates(roots)
         .with_client_auth_cert(chain, key)
-        .expect("client config");
-    (
+        .map_err(failed("client config"))?;
+    Ok((
         tokio_rustls::TlsAcceptor::from(Arc::new(server)),
         tokio_rustls::TlsConnector::from(Arc::new(client)),
-    )
+    ))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -480,7 +542,7 @@ struct Bulk {
 impl Results {
     fn new(payloads: &[usize]) -> Results {
         Results {
-            rtt: Histogram::<u64>::new(3).expect("histogram"),
+            rtt: histogram(),
             rtt_secs: 0.0,
             rtt_cpu_ns: Some(0),
             bulk: payloads
@@ -506,35 +568,36 @@ impl Results {
 /// Measures every client in turn, `rounds` times per measurement, so that a slow spell of a
 /// shared machine is spread over all transports rather than landing on one.
 async fn measure(
-    clients: &[(&'static str, &dyn Client)],
+    clients: &[&dyn Client],
     rounds: u32,
     window: Duration,
     payloads: &[usize],
-) -> Vec<Results> {
+) -> Result<Vec<Results>, Failed> {
     let slot = window / rounds;
     let mut results: Vec<Results> = clients.iter().map(|_| Results::new(payloads)).collect();
-    for (_, client) in clients {
+    for client in clients {
         // Warm up: connections, handshakes, buffers.
         client
             .round_trips(Instant::now() + Duration::from_millis(50))
-            .await;
+            .await?;
     }
     for _ in 0..rounds {
-        for ((_, client), r) in clients.iter().zip(&mut results) {
+        for (client, r) in clients.iter().zip(&mut results) {
             let cpu = process_cpu_ns();
             let started = Instant::now();
-            let hist = client.round_trips(started + slot).await;
+            let hist = client.round_trips(started + slot).await?;
             r.rtt_secs += started.elapsed().as_secs_f64();
             r.rtt_cpu_ns = add_cpu(r.rtt_cpu_ns, cpu);
-            r.rtt.add(hist).expect("merge");
+            // Both histograms resize themselves: merging cannot run out of range.
+            r.rtt.add(hist).expect("auto-resizing histograms merge");
         }
     }
     for (i, &payload) in payloads.iter().enumerate() {
         for _ in 0..rounds {
-            for ((_, client), r) in clients.iter().zip(&mut results) {
+            for (client, r) in clients.iter().zip(&mut results) {
                 let cpu = process_cpu_ns();
                 let started = Instant::now();
-                let (rpcs, bytes) = client.stream(payload, started + slot).await;
+                let (rpcs, bytes) = client.stream(payload, started + slot).await?;
                 let secs = started.elapsed().as_secs_f64();
                 let b = &mut r.bulk[i];
                 b.cpu_ns = add_cpu(b.cpu_ns, cpu);
@@ -546,7 +609,7 @@ async fn measure(
             }
         }
     }
-    results
+    Ok(results)
 }
 
 /// Adds the CPU time spent since `before` to `total` (none once either is unknown).
@@ -566,102 +629,128 @@ fn r2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-/// Runs the suite.
+/// The names of the transports, in the order [`measure_all`] measures them.
+const TRANSPORTS: [&str; 3] = ["quic", "tcp+tls", "tcp"];
+
+/// Sets up the three transports on loopback and measures them.
+async fn measure_all(
+    rounds: u32,
+    window: Duration,
+    payloads: &[usize],
+) -> Result<Vec<Results>, Failed> {
+    let ca = certs::generate_ca().map_err(failed("cluster CA"))?;
+    let q = quic(&ca).await?;
+    let (acceptor, connector) = tcp_tls(&ca)?;
+    let tls = Tcp {
+        server: tcp_server(Some(acceptor)).await?,
+        connector: Some(connector),
+    };
+    let tcp = Tcp {
+        server: tcp_server(None).await?,
+        connector: None,
+    };
+    let results = measure(&[&q, &tls, &tcp], rounds, window, payloads).await;
+    q.client.close().await;
+    q.server.close().await;
+    results
+}
+
+/// The figures of one transport.
+fn figures(name: &str, r: &Results, window: Duration, rounds: u32) -> Vec<Figure> {
+    let mut out = vec![Figure {
+        suite: "transport",
+        name: format!("rtt {name}"),
+        params: json!({
+            "transport": name,
+            "request_frame_bytes": frame_len_of_request(0) + 4,
+            "response_frame_bytes": frame_len_of_response(0) + 4,
+            "in_flight": 1, "window_s": window.as_secs_f64(), "rounds": rounds,
+            "link": "loopback",
+        }),
+        values: json!({
+            "rpcs_per_s": (r.rtt.len() as f64 / r.rtt_secs.max(1e-9)).round(),
+            "p50_us": r.rtt.value_at_quantile(0.5),
+            "p99_us": r.rtt.value_at_quantile(0.99),
+            "p999_us": r.rtt.value_at_quantile(0.999),
+            "cpu_us_per_rpc": per(r.rtt_cpu_ns, r.rtt.len() as f64, 1e3),
+        }),
+    }];
+    for (i, b) in r.bulk.iter().enumerate() {
+        out.push(Figure {
+            suite: "transport",
+            name: format!("bulk {name}"),
+            params: json!({
+                "transport": name, "payload_bytes": b.payload,
+                "response_frame_bytes": frame_len_of_response(b.payload) + 4,
+                "in_flight": IN_FLIGHT, "direction": "responses (server to client)",
+                "window_s": window.as_secs_f64(), "rounds": rounds, "link": "loopback",
+            }),
+            values: json!({
+                "rpcs_per_s": (b.rpcs as f64 / b.secs.max(1e-9)).round(),
+                "mib_per_s": r.mib_per_s(i).round(),
+                "mib_per_s_rounds": b.rounds,
+                "cpu_us_per_rpc": per(b.cpu_ns, b.rpcs as f64, 1e3),
+                "cpu_s_per_gib": per(b.cpu_ns, b.bytes as f64 / (1u64 << 30) as f64, 1e9),
+            }),
+        });
+    }
+    out
+}
+
+/// QUIC (`q`) against TCP + TLS (`t`), with the targets of the transport issue.
+fn comparison(q: &Results, t: &Results) -> Figure {
+    let mut values = json!({
+        "rtt_p50_ratio": r2(q.rtt.value_at_quantile(0.5) as f64
+            / t.rtt.value_at_quantile(0.5).max(1) as f64),
+        "rtt_p50_ratio_target_max": 1.5,
+        "bulk_ratio_target_min": 0.8,
+    });
+    // CPU per RPC or per byte: the cost side of the same comparison, steadier on a busy machine.
+    let per_rpc = |r: &Results| Some(r.rtt_cpu_ns? as f64 / r.rtt.len().max(1) as f64);
+    if let (Some(qc), Some(tc)) = (per_rpc(q), per_rpc(t)) {
+        values["rtt_cpu_ratio"] = json!(r2(qc / tc.max(1e-9)));
+    }
+    let per_byte = |b: &Bulk| Some(b.cpu_ns? as f64 / b.bytes.max(1) as f64);
+    for (i, (qb, tb)) in q.bulk.iter().zip(&t.bulk).enumerate() {
+        let k = qb.payload >> 10;
+        values[format!("bulk_{k}k_ratio")] = json!(r2(q.mib_per_s(i) / t.mib_per_s(i).max(1e-9)));
+        if let (Some(qc), Some(tc)) = (per_byte(qb), per_byte(tb)) {
+            values[format!("bulk_{k}k_cpu_ratio")] = json!(r2(qc / tc.max(1e-12)));
+        }
+    }
+    Figure {
+        suite: "transport",
+        name: "quic against tcp+tls".into(),
+        params: json!({ "in_flight": IN_FLIGHT }),
+        values,
+    }
+}
+
+/// Runs the suite. A failure is printed and leaves the suite without figures (which `--check`
+/// reports).
 pub fn run(size: Size) -> Vec<Figure> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
     let window = size.window();
     let rounds = size.pick(3, 1);
     let payloads = [4usize << 10, 64 << 10];
-    let ca = certs::generate_ca().expect("cluster CA");
-    let (names, results) = rt.block_on(async {
-        let q = quic(&ca).await;
-        let (acceptor, connector) = tcp_tls(&ca);
-        let tls = Tcp {
-            server: tcp_server(Some(acceptor)).await,
-            connector: Some(connector),
-        };
-        let tcp = Tcp {
-            server: tcp_server(None).await,
-            connector: None,
-        };
-        let clients: [(&'static str, &dyn Client); 3] =
-            [("quic", &q), ("tcp+tls", &tls), ("tcp", &tcp)];
-        let results = measure(&clients, rounds, window, &payloads).await;
-        q.client.close().await;
-        q.server.close().await;
-        (clients.map(|(n, _)| n), results)
-    });
-    let mut out = Vec::new();
-    for (name, r) in names.iter().zip(&results) {
-        out.push(Figure {
-            suite: "transport",
-            name: format!("rtt {name}"),
-            params: json!({
-                "transport": name,
-                "request_frame_bytes": frame_len_of_request(0) + 4,
-                "response_frame_bytes": frame_len_of_response(0) + 4,
-                "in_flight": 1, "window_s": window.as_secs_f64(), "rounds": rounds,
-                "link": "loopback",
-            }),
-            values: json!({
-                "rpcs_per_s": (r.rtt.len() as f64 / r.rtt_secs.max(1e-9)).round(),
-                "p50_us": r.rtt.value_at_quantile(0.5),
-                "p99_us": r.rtt.value_at_quantile(0.99),
-                "p999_us": r.rtt.value_at_quantile(0.999),
-                "cpu_us_per_rpc": per(r.rtt_cpu_ns, r.rtt.len() as f64, 1e3),
-            }),
-        });
-        for (i, b) in r.bulk.iter().enumerate() {
-            out.push(Figure {
-                suite: "transport",
-                name: format!("bulk {name}"),
-                params: json!({
-                    "transport": name, "payload_bytes": b.payload,
-                    "response_frame_bytes": frame_len_of_response(b.payload) + 4,
-                    "in_flight": IN_FLIGHT, "direction": "responses (server to client)",
-                    "window_s": window.as_secs_f64(), "rounds": rounds, "link": "loopback",
-                }),
-                values: json!({
-                    "rpcs_per_s": (b.rpcs as f64 / b.secs.max(1e-9)).round(),
-                    "mib_per_s": r.mib_per_s(i).round(),
-                    "mib_per_s_rounds": b.rounds,
-                    "cpu_us_per_rpc": per(b.cpu_ns, b.rpcs as f64, 1e3),
-                    "cpu_s_per_gib": per(b.cpu_ns, b.bytes as f64 / (1u64 << 30) as f64, 1e9),
-                }),
-            });
+    let results = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(failed("runtime"))
+        .and_then(|rt| rt.block_on(measure_all(rounds, window, &payloads)));
+    let results = match results {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("raft-bench: transport suite failed: {e}");
+            return Vec::new();
         }
+    };
+    let mut out = Vec::new();
+    for (name, r) in TRANSPORTS.iter().zip(&results) {
+        out.extend(figures(name, r, window, rounds));
     }
     if let [q, t, _] = &results[..] {
-        let mut values = json!({
-            "rtt_p50_ratio": r2(q.rtt.value_at_quantile(0.5) as f64
-                / t.rtt.value_at_quantile(0.5).max(1) as f64),
-            "rtt_p50_ratio_target_max": 1.5,
-        });
-        for (i, payload) in payloads.iter().enumerate() {
-            values[format!("bulk_{}k_ratio", payload >> 10)] =
-                json!(r2(q.mib_per_s(i) / t.mib_per_s(i).max(1e-9)));
-            // CPU per byte: the cost side of the same comparison, steadier on a busy machine.
-            let per_byte = |b: &Bulk| Some(b.cpu_ns? as f64 / b.bytes.max(1) as f64);
-            if let (Some(qc), Some(tc)) = (per_byte(&q.bulk[i]), per_byte(&t.bulk[i])) {
-                values[format!("bulk_{}k_cpu_ratio", payload >> 10)] =
-                    json!(r2(qc / tc.max(1e-12)));
-            }
-        }
-        let per_rpc = |r: &Results| Some(r.rtt_cpu_ns? as f64 / r.rtt.len().max(1) as f64);
-        if let (Some(qc), Some(tc)) = (per_rpc(q), per_rpc(t)) {
-            values["rtt_cpu_ratio"] = json!(r2(qc / tc.max(1e-9)));
-        }
-        values["bulk_ratio_target_min"] = json!(0.8);
-        out.push(Figure {
-            suite: "transport",
-            name: "quic against tcp+tls".into(),
-            params: json!({ "in_flight": IN_FLIGHT }),
-            values,
-        });
+        out.push(comparison(q, t));
     }
     out
 }
@@ -688,37 +777,61 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn tcp_paths_answer_every_rpc_in_full() {
         let ca = certs::generate_ca().expect("ca");
-        let (acceptor, connector) = tcp_tls(&ca);
+        let (acceptor, connector) = tcp_tls(&ca).expect("tls configurations");
         let paths = [
             Tcp {
-                server: tcp_server(Some(acceptor)).await,
+                server: tcp_server(Some(acceptor)).await.expect("tls server"),
                 connector: Some(connector),
             },
             Tcp {
-                server: tcp_server(None).await,
+                server: tcp_server(None).await.expect("tcp server"),
                 connector: None,
             },
         ];
         for tcp in &paths {
             let rtt = tcp
                 .round_trips(Instant::now() + Duration::from_millis(20))
-                .await;
+                .await
+                .expect("round trips");
             assert!(!rtt.is_empty(), "round trips completed");
             let (rpcs, bytes) = tcp
                 .stream(4 << 10, Instant::now() + Duration::from_millis(20))
-                .await;
+                .await
+                .expect("stream");
             assert!(rpcs > 0, "streamed RPCs completed");
             assert_eq!(bytes, rpcs * (4 << 10), "each response carried its payload");
         }
     }
 
+    /// A path that breaks is reported as an error of the suite, not a panic.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refused_connection_is_an_error() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("listen");
+        let addr = listener.local_addr().expect("address");
+        // Nobody listens there any more: connecting is refused.
+        drop(listener);
+        let tcp = Tcp {
+            server: TcpServer {
+                addr,
+                task: tokio::spawn(async {}),
+            },
+            connector: None,
+        };
+        let err = tcp
+            .round_trips(Instant::now() + Duration::from_millis(20))
+            .await
+            .expect_err("no server");
+        assert!(err.starts_with("tcp connect"), "{err}");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn quic_path_answers_every_rpc_in_full() {
         let ca = certs::generate_ca().expect("ca");
-        let q = quic(&ca).await;
+        let q = quic(&ca).await.expect("quic endpoints");
         let (rpcs, bytes) = q
             .stream(64 << 10, Instant::now() + Duration::from_millis(20))
-            .await;
+            .await
+            .expect("stream");
         assert!(rpcs > 0, "streamed RPCs completed");
         assert_eq!(
             bytes,
