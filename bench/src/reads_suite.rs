@@ -212,14 +212,24 @@ pub(crate) fn process_cpu_ns() -> Option<u64> {
     Some(total)
 }
 
-fn start_replica(net: &MemNetwork, id: ReplicaId, voters: &[ReplicaId], lease: bool) -> Replica {
+/// Why a measurement could not be made.
+type Failed = String;
+
+fn start_replica(
+    net: &MemNetwork,
+    id: ReplicaId,
+    voters: &[ReplicaId],
+    lease: bool,
+) -> Result<Replica, Failed> {
     let mut cfg = Config::new(id, voters.iter().copied());
     cfg.election_timeout = Duration::from_millis(150);
     cfg.fetch_timeout = Duration::from_millis(600);
     cfg.fetch_max_wait = Duration::from_millis(200);
     cfg.snapshot_after_records = 0;
     cfg.lease_reads = lease;
-    let cfg = cfg.validate().expect("the suite's configuration is valid");
+    let cfg = cfg
+        .validate()
+        .map_err(|e| format!("replica {id} config: {e}"))?;
     let sm = Arc::new(Kv::default());
     let wire = Arc::new(Wire::default());
     let transport = Counted {
@@ -242,27 +252,47 @@ fn start_replica(net: &MemNetwork, id: ReplicaId, voters: &[ReplicaId], lease: b
     let thread = std::thread::Builder::new()
         .name(format!("replica-{}", id.0))
         .spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
+            let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .expect("runtime");
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = started_tx.send(Err(format!("replica {id} runtime: {e}")));
+                    return;
+                }
+            };
             rt.block_on(async move {
-                let node = Node::start(cfg, parts, options).await.expect("start");
-                let _ = started_tx.send((node, current_tid()));
-                let _ = stop_rx.await;
+                match Node::start(cfg, parts, options).await {
+                    Ok(node) => {
+                        let _ = started_tx.send(Ok((node, current_tid())));
+                        let _ = stop_rx.await;
+                    }
+                    Err(e) => {
+                        let _ = started_tx.send(Err(format!("replica {id} start: {e}")));
+                    }
+                }
             });
             // Dropping the runtime ends the replica's tasks: the whole in-memory cluster goes
             // away together, so there is no handover to wait for.
         })
-        .expect("replica thread");
-    let (node, tid) = started_rx.recv().expect("the replica started");
-    Replica {
+        .map_err(|e| format!("replica {id} thread: {e}"))?;
+    let (node, tid) = started_rx
+        .recv()
+        .map_err(|_| format!("replica {id} thread ended before starting"))??;
+    Ok(Replica {
         node,
         sm,
         wire,
         tid,
         stop: Some(stop_tx),
         thread: Some(thread),
+    })
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        stop_all(std::slice::from_mut(self));
     }
 }
 
@@ -280,24 +310,26 @@ fn stop_all(replicas: &mut [Replica]) {
 }
 
 /// Waits for a leader that has committed in its epoch.
-async fn leader(replicas: &[Replica]) -> usize {
+async fn leader(replicas: &[Replica]) -> Result<usize, Failed> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         for (i, r) in replicas.iter().enumerate() {
             if let Some(s) = r.node.status().await {
                 if s.role == Role::Leader && s.high_watermark > Offset::ZERO {
-                    return i;
+                    return Ok(i);
                 }
             }
         }
-        assert!(Instant::now() < deadline, "no leader within 10 s");
+        if Instant::now() >= deadline {
+            return Err("no leader within 10 s".into());
+        }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
 /// Writes `keys` keys with 16-byte values through the leader, then waits until every replica
 /// applied them (so that even sequential reads find every key).
-async fn preload(replicas: &[Replica], leader: usize, keys: u64) {
+async fn preload(replicas: &[Replica], leader: usize, keys: u64) -> Result<(), Failed> {
     let node = &replicas[leader].node;
     let mut pending = Vec::new();
     for key in 0..keys {
@@ -305,23 +337,28 @@ async fn preload(replicas: &[Replica], leader: usize, keys: u64) {
         pending.push(tokio::spawn(async move {
             let mut payload = key.to_le_bytes().to_vec();
             payload.extend_from_slice(&[0x6b; 16]);
-            node.propose(Bytes::from(payload))
-                .await
-                .expect("preload write")
+            node.propose(Bytes::from(payload)).await
         }));
     }
     let mut last = Offset::ZERO;
     for p in pending {
-        last = last.max(p.await.expect("preload task").id.offset);
+        let committed = p
+            .await
+            .map_err(|e| format!("preload task: {e}"))?
+            .map_err(|e| format!("preload write: {e}"))?;
+        last = last.max(committed.id.offset);
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     while replicas
         .iter()
         .any(|r| r.sm.applied.load(Ordering::SeqCst) <= last.0)
     {
-        assert!(Instant::now() < deadline, "preload not applied within 10 s");
+        if Instant::now() >= deadline {
+            return Err("preload not applied on every replica within 10 s".into());
+        }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
+    Ok(())
 }
 
 /// Which replicas serve the reads.
@@ -441,18 +478,18 @@ fn histogram() -> Histogram<u64> {
 }
 
 /// Starts 3 voters, waits for a leader and preloads `keys` keys; the leader comes first.
-async fn start_cluster(setup: Setup, keys: u64) -> Vec<Replica> {
+async fn start_cluster(setup: Setup, keys: u64) -> Result<Vec<Replica>, Failed> {
     let net = MemNetwork::new();
     let voters: Vec<ReplicaId> = (1..=3).map(ReplicaId).collect();
-    let mut replicas: Vec<Replica> = voters
+    let mut replicas = voters
         .iter()
         .map(|id| start_replica(&net, *id, &voters, setup.lease))
-        .collect();
-    let l = leader(&replicas).await;
+        .collect::<Result<Vec<Replica>, Failed>>()?;
+    let l = leader(&replicas).await?;
     // The leader first: per-replica figures list it first.
     replicas.swap(0, l);
-    preload(&replicas, 0, keys).await;
-    replicas
+    preload(&replicas, 0, keys).await?;
+    Ok(replicas)
 }
 
 /// What the readers of one measurement saw.
@@ -505,8 +542,12 @@ async fn read_for(
         secs: 0.0,
     };
     for task in tasks {
-        // A reader task only panics if the harness itself is broken.
-        let (t, hist, errors, misses) = task.await.expect("a reader task completes");
+        // A reader task only panics if the harness itself is broken; it then counts as a reader
+        // that saw nothing.
+        let Ok((t, hist, errors, misses)) = task.await else {
+            out.errors += 1;
+            continue;
+        };
         out.served[t] += hist.len();
         // Both histograms resize themselves: merging cannot run out of range.
         out.hist.add(hist).expect("auto-resizing histograms merge");
@@ -517,8 +558,13 @@ async fn read_for(
     out
 }
 
-async fn measure(setup: Setup, readers: usize, keys: u64, window: Duration) -> Measured {
-    let mut replicas = start_cluster(setup, keys).await;
+async fn measure(
+    setup: Setup,
+    readers: usize,
+    keys: u64,
+    window: Duration,
+) -> Result<Measured, Failed> {
+    let mut replicas = start_cluster(setup, keys).await?;
     let targets: Vec<usize> = match setup.serve {
         Serve::Leader => vec![0],
         Serve::All => (0..replicas.len()).collect(),
@@ -541,7 +587,7 @@ async fn measure(setup: Setup, readers: usize, keys: u64, window: Duration) -> M
         .zip(&after.cpu_ns)
         .map(|(b, a)| Some(a.as_ref()?.saturating_sub((*b)?) as f64 / 1000.0 / reads))
         .collect();
-    Measured {
+    Ok(Measured {
         rate: o.hist.len() as f64 / o.secs,
         hist: o.hist,
         errors: o.errors,
@@ -553,7 +599,7 @@ async fn measure(setup: Setup, readers: usize, keys: u64, window: Duration) -> M
         barriers: after.barrier - before.barrier,
         cpu_us_per_read,
         served: o.served,
-    }
+    })
 }
 
 /// Rounds to 3 significant decimals for the JSON figures.
@@ -622,13 +668,20 @@ fn scaling(readers: usize, leader_only: &Measured, spread: &Measured, name: &str
     }
 }
 
-/// Runs the suite.
+/// Runs the suite. A configuration that fails gets a figure with a zero rate and the error,
+/// which `--check` reports.
 pub fn run(size: Size) -> Vec<Figure> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .expect("runtime");
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("raft-bench: reads suite: no runtime: {e}");
+            return Vec::new();
+        }
+    };
     let levels: &[usize] = size.pick(&[1, 64, 256, 1024], &[8]);
     let keys = size.pick(1000, 100);
     let window = size.window();
@@ -637,9 +690,21 @@ pub fn run(size: Size) -> Vec<Figure> {
         let mut by_name = HashMap::new();
         for setup in SETUPS {
             eprintln!("bench: reads {} with {readers} readers", setup.name);
-            let m = rt.block_on(measure(setup, readers, keys, window));
-            out.push(figure(setup, readers, window, &m));
-            by_name.insert(setup.name, m);
+            match rt.block_on(measure(setup, readers, keys, window)) {
+                Ok(m) => {
+                    out.push(figure(setup, readers, window, &m));
+                    by_name.insert(setup.name, m);
+                }
+                Err(e) => {
+                    eprintln!("raft-bench: reads {}: {e}", setup.name);
+                    out.push(Figure {
+                        suite: "reads",
+                        name: setup.name.into(),
+                        params: json!({ "readers": readers }),
+                        values: json!({ "reads_per_s": 0, "error": e }),
+                    });
+                }
+            }
         }
         // Fewer readers than replicas cannot spread: the comparison would be with itself.
         if readers < 3 {
@@ -690,6 +755,31 @@ mod tests {
         assert_eq!(kv.get(7).as_deref(), Some(&b"c"[..]));
         assert_eq!(kv.get(9).as_deref(), Some(&b"b"[..]));
         assert_eq!(kv.get(8), None);
+    }
+
+    /// Goal: the suite measures what it claims. Method: a short linearizable run over every
+    /// replica; each replica serves reads, followers ask the leader (ReadIndex), every read
+    /// finds its preloaded key, and the CPU time of each replica thread is known.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_spread_over_replicas_are_counted() {
+        let setup = SETUPS[1];
+        assert_eq!(setup.name, "linearizable-all");
+        let m = measure(setup, 6, 20, Duration::from_millis(100))
+            .await
+            .expect("measured");
+        assert!(!m.hist.is_empty(), "reads completed");
+        assert_eq!(m.misses, 0, "a read after the preload finds its key");
+        assert!(m.served.iter().all(|&n| n > 0), "served: {:?}", m.served);
+        assert!(
+            m.read_index > 0,
+            "followers asked the leader for read offsets"
+        );
+        assert!(m.fetch > 0, "followers fetched");
+        assert_eq!(m.cpu_us_per_read.len(), 3);
+        assert!(
+            m.cpu_us_per_read.iter().all(Option::is_some),
+            "cpu time per replica"
+        );
     }
 
     #[test]
