@@ -249,7 +249,20 @@ fn short(v: f64) -> String {
 /// paths written.
 pub fn write(figures: &[Figure], dir: &Path, prefix: &str) -> Result<Vec<PathBuf>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let mut charts: Vec<(&str, Chart<'_>)> = Vec::new();
+    let mut charts = core_charts(figures);
+    charts.extend(reads_charts(figures));
+    let mut written = Vec::new();
+    for (name, chart) in &charts {
+        let p = path(dir, prefix, name);
+        draw(&p, chart).map_err(|e| format!("chart {}: {e}", p.display()))?;
+        written.push(p);
+    }
+    Ok(written)
+}
+
+/// The core suite's charts: throughput and latency percentiles against clients.
+fn core_charts(figures: &[Figure]) -> Vec<(&'static str, Chart<'static>)> {
+    let mut charts = Vec::new();
     let core = points(figures, "core", "writes", "clients", "writes_per_s");
     if !core.is_empty() {
         charts.push((
@@ -290,6 +303,12 @@ pub fn write(figures: &[Figure], dir: &Path, prefix: &str) -> Result<Vec<PathBuf
             },
         ));
     }
+    charts
+}
+
+/// The reads suite's charts: throughput and latency per mode, and read scaling.
+fn reads_charts(figures: &[Figure]) -> Vec<(&'static str, Chart<'static>)> {
+    let mut charts = Vec::new();
     let modes = names(figures, "reads", "scaling");
     if !modes.is_empty() {
         let per_mode = |key: &str, label: &str, thin: bool| -> Vec<Series> {
@@ -328,59 +347,56 @@ pub fn write(figures: &[Figure], dir: &Path, prefix: &str) -> Result<Vec<PathBuf
                 targets: vec![],
             },
         ));
-        let mut scaling = Vec::new();
-        for (i, (name, what)) in [
-            ("scaling linearizable-all", "linearizable on all replicas"),
-            (
-                "scaling linearizable-followers",
-                "linearizable on followers",
-            ),
-            ("scaling lease-all", "lease on all replicas"),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            scaling.push(Series {
-                label: format!("{what}: throughput / leader only"),
-                points: points(figures, "reads", name, "readers", "throughput_ratio"),
-                thin: false,
-                colour: i,
-            });
-            scaling.push(Series {
-                label: format!("{what}: leader CPU per read / leader only"),
-                points: points(figures, "reads", name, "readers", "leader_cpu_ratio"),
-                thin: true,
-                colour: i,
-            });
-        }
-        charts.push((
-            "reads-scaling.svg",
-            Chart {
-                title: "reads: spread over replicas / leader only (thick: throughput, thin: leader CPU per read)",
-                x_desc: "concurrent readers",
-                y_desc: "ratio",
-                log_y: false,
-                series: scaling,
-                targets: vec![
-                    Target {
-                        y: 1.5,
-                        label: "throughput target (>= 1.5)".into(),
-                    },
-                    Target {
-                        y: 0.2,
-                        label: "leader CPU target (<= 0.2)".into(),
-                    },
-                ],
+        charts.push(("reads-scaling.svg", scaling_chart(figures)));
+    }
+    charts
+}
+
+/// Spreading reads over the replicas against serving them on the leader: throughput and leader
+/// CPU per read as ratios, with the targets of the bench issue.
+fn scaling_chart(figures: &[Figure]) -> Chart<'static> {
+    let mut scaling = Vec::new();
+    for (i, (name, what)) in [
+        ("scaling linearizable-all", "linearizable on all replicas"),
+        (
+            "scaling linearizable-followers",
+            "linearizable on followers",
+        ),
+        ("scaling lease-all", "lease on all replicas"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        scaling.push(Series {
+            label: format!("{what}: throughput / leader only"),
+            points: points(figures, "reads", name, "readers", "throughput_ratio"),
+            thin: false,
+            colour: i,
+        });
+        scaling.push(Series {
+            label: format!("{what}: leader CPU per read / leader only"),
+            points: points(figures, "reads", name, "readers", "leader_cpu_ratio"),
+            thin: true,
+            colour: i,
+        });
+    }
+    Chart {
+        title: "reads spread / on the leader only (thick: throughput, thin: leader CPU per read)",
+        x_desc: "concurrent readers",
+        y_desc: "ratio",
+        log_y: false,
+        series: scaling,
+        targets: vec![
+            Target {
+                y: 1.5,
+                label: "throughput target (>= 1.5)".into(),
             },
-        ));
+            Target {
+                y: 0.2,
+                label: "leader CPU target (<= 0.2)".into(),
+            },
+        ],
     }
-    let mut written = Vec::new();
-    for (name, chart) in &charts {
-        let p = path(dir, prefix, name);
-        draw(&p, chart).map_err(|e| format!("chart {}: {e}", p.display()))?;
-        written.push(p);
-    }
-    Ok(written)
 }
 
 #[cfg(test)]
