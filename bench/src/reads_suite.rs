@@ -470,11 +470,20 @@ struct Measured {
     served: Vec<u64>,
 }
 
-/// An empty latency histogram (microseconds). It resizes itself, so recording and merging
-/// never fail for lack of range.
-fn histogram() -> Histogram<u64> {
+/// An empty latency histogram (microseconds). It resizes itself, so recording (with
+/// [`record`]) and merging never fail for lack of range.
+pub(crate) fn histogram() -> Histogram<u64> {
     // 3 significant figures is within hdrhistogram's supported 0..=5.
     Histogram::new(3).expect("3 significant figures are supported")
+}
+
+/// Records `value`, growing the histogram as needed. (`saturating_record` never grows it: it
+/// would clamp every latency above the initial 2 ms range.) A value beyond what the histogram
+/// can ever grow to, `i64::MAX / 2`, is clamped.
+pub(crate) fn record(hist: &mut Histogram<u64>, value: u64) {
+    if hist.record(value).is_err() {
+        hist.saturating_record(value);
+    }
 }
 
 /// Starts 3 voters, waits for a leader and preloads `keys` keys; the leader comes first.
@@ -528,7 +537,7 @@ async fn read_for(
                 }
                 key = key.wrapping_add(1);
                 misses += u64::from(sm.get(key % keys).is_none());
-                hist.saturating_record(started.elapsed().as_micros() as u64);
+                record(&mut hist, started.elapsed().as_micros() as u64);
             }
             (t, hist, errors, misses)
         }));
@@ -780,6 +789,20 @@ mod tests {
             m.cpu_us_per_read.iter().all(Option::is_some),
             "cpu time per replica"
         );
+    }
+
+    /// Regression: latencies were recorded with `saturating_record`, which never grows the
+    /// histogram, so every one above about 2 ms was clamped and p99s read 2047 us.
+    #[test]
+    fn long_latencies_are_recorded_exactly() {
+        let mut hist = histogram();
+        record(&mut hist, 10);
+        record(&mut hist, 5_000_000);
+        assert_eq!(hist.len(), 2);
+        assert!(hist.max() >= 4_990_000, "max {}", hist.max());
+        let mut merged = histogram();
+        merged.add(&hist).expect("merge");
+        assert!(merged.value_at_quantile(1.0) >= 4_990_000);
     }
 
     #[test]

@@ -38,7 +38,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, B
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
-use crate::reads_suite::process_cpu_ns;
+use crate::reads_suite::{histogram, process_cpu_ns, record};
 use crate::{Figure, Size};
 
 const CLIENT: ReplicaId = ReplicaId(1);
@@ -54,12 +54,6 @@ type Failed = String;
 /// Maps any error to a [`Failed`] that says what was being done.
 fn failed<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> Failed {
     move |e| format!("{what}: {e}")
-}
-
-/// A latency histogram in microseconds; it resizes itself, so recording never fails.
-fn histogram() -> Histogram<u64> {
-    // 3 significant figures is within hdrhistogram's supported 0..=5.
-    Histogram::new(3).expect("3 significant figures are supported")
 }
 
 /// A Fetch asking for `payload` bytes (0: the small RPC).
@@ -210,7 +204,7 @@ impl Client for Quic {
         while Instant::now() < stop {
             let t = Instant::now();
             self.call(0).await?;
-            hist.saturating_record(t.elapsed().as_micros() as u64);
+            record(&mut hist, t.elapsed().as_micros() as u64);
         }
         Ok(hist)
     }
@@ -425,7 +419,7 @@ impl Client for Tcp {
                 .await
                 .map_err(failed("tcp read"))?;
             wire::decode_response(resp, &limits).map_err(failed("response frame"))?;
-            hist.saturating_record(t.elapsed().as_micros() as u64);
+            record(&mut hist, t.elapsed().as_micros() as u64);
         }
         Ok(hist)
     }
