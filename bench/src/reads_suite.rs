@@ -101,11 +101,12 @@ struct Wire {
     read_index_requests: AtomicU64,
     fetch_requests: AtomicU64,
     other_requests: AtomicU64,
-    /// The highest read barrier seen in a Fetch response: the leader raises one per round.
+    /// The highest read barrier seen in a Fetch response: the leader raises one per step that
+    /// registers new reads.
     barrier_seen: AtomicU64,
 }
 
-/// The in-process transport, counting ReadIndex requests and read barriers on the way.
+/// The in-process transport, counting requests by kind and the read barriers seen on the way.
 struct Counted {
     inner: MemTransport,
     wire: Arc<Wire>,
