@@ -10,15 +10,28 @@
 //!   leader; writes per second and latency percentiles.
 //! * `snapshot`: a leader holding a state machine of S bytes; an observer joins with an empty
 //!   log after the prefix was purged and catches up through a snapshot download; MB/s and time.
+//! * `reads`: the core suite's setup with preloaded keys and C concurrent readers per read mode
+//!   (linearizable on the leader or on every replica, lease, sequential): reads per second,
+//!   latency percentiles, messages, ReadIndex requests and barrier rounds per read, and the CPU
+//!   time per read of each replica (each runs on a thread of its own).
+//! * `transport`: small RPC round trips and 4 KiB / 64 KiB throughput over the QUIC transport,
+//!   over TCP with the same mutual TLS, and over plain TCP, side by side.
 //!
 //! Every figure is printed with its parameters and, with `--json`, written as one JSON object
 //! per figure. `--quick` shrinks every suite to a smoke test; `--check` then fails unless every
 //! suite produced figures with positive rates (CI runs both: it asserts that the harness works,
 //! never a timing).
+//!
+//! SVG charts of the figures (throughput and latency against concurrency, read scaling) go next
+//! to the JSON file (`target/bench/` without `--json`), named after its stem; `--check` also
+//! fails when a chart of a suite that ran is missing.
 
+mod charts;
 mod core_suite;
+mod reads_suite;
 mod snapshot_suite;
 mod storage_suite;
+mod transport_suite;
 
 use std::time::Duration;
 
@@ -108,10 +121,11 @@ fn main() {
             "--check" => check = true,
             "--json" => json_out = it.next().cloned(),
             "storage" | "core" | "snapshot" => suites.push(a.clone()),
+            "reads" | "transport" => suites.push(a.clone()),
             other => {
                 eprintln!(
                     "raft-bench: unknown argument {other:?}; usage: raft-bench [storage] [core] \
-                     [snapshot] [--quick] [--json FILE]"
+                     [snapshot] [reads] [transport] [--quick] [--check] [--json FILE]"
                 );
                 std::process::exit(2);
             }
@@ -119,6 +133,7 @@ fn main() {
     }
     if suites.is_empty() {
         suites = vec!["storage".into(), "core".into(), "snapshot".into()];
+        suites.extend(["reads".into(), "transport".into()]);
     }
     let size = Size { quick };
     let machine = machine();
@@ -129,6 +144,8 @@ fn main() {
         let got = match suite.as_str() {
             "storage" => storage_suite::run(size),
             "core" => core_suite::run(size),
+            "reads" => reads_suite::run(size),
+            "transport" => transport_suite::run(size),
             _ => snapshot_suite::run(size),
         };
         for f in &got {
@@ -139,6 +156,19 @@ fn main() {
             std::process::exit(1);
         }
         figures.extend(got);
+    }
+    let (dir, prefix) = charts::place(json_out.as_deref());
+    match charts::write(&figures, &dir, &prefix) {
+        Ok(written) => written
+            .iter()
+            .for_each(|p| eprintln!("bench: wrote {}", p.display())),
+        Err(e) => eprintln!("raft-bench: {e}"),
+    }
+    if check {
+        if let Err(e) = charts::check(&dir, &prefix, &suites) {
+            eprintln!("raft-bench: {e}");
+            std::process::exit(1);
+        }
     }
     if let Some(path) = json_out {
         let doc = json!({

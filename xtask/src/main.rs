@@ -4,8 +4,8 @@
 //!   simulator sweep). `.ci/run` calls exactly this.
 //! * `sim [--seeds N] [--seed S] [--voters 3|5] [--observers K] [--first S]`: a simulator sweep
 //!   (release build). A failing seed prints the one command that replays it.
-//! * `bench [storage] [core] [snapshot] [--quick] [--json FILE]`: the performance harness
-//!   (`raft-bench`, release build); figures go to stdout and, by default, to
+//! * `bench [storage] [core] [snapshot] [reads] [transport] [--quick] [--json FILE]`: the
+//!   performance harness (`raft-bench`, release build); figures go to stdout and, by default, to
 //!   `target/bench/results.json`.
 //!
 //! Cargo is invoked through `$CARGO`, so the toolchain that runs xtask runs everything else.
