@@ -240,11 +240,6 @@ impl ProcCluster {
             .map_or(0, |n| n.client_port)
     }
 
-    /// Every node's client port.
-    pub fn ports(&self) -> Vec<u16> {
-        self.nodes.iter().map(|n| n.client_port).collect()
-    }
-
     /// Starts node `id` (its process must not be running).
     pub fn spawn(&mut self, id: u32) -> Result<(), String> {
         let log = OpenOptions::new()
@@ -439,6 +434,17 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("runtime: {e}"))
 }
 
+/// The 1-minute load average (`/proc/loadavg`), recorded next to each figure: the machine is
+/// shared, and a busy one lowers every figure.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// The values of a measured load.
 fn load_values(o: &resp_load::Outcome) -> Value {
     let mut v = json!({
@@ -517,7 +523,14 @@ async fn backend(
         let load = Load {
             ports: match w.target {
                 Target::Leader => vec![cluster.port(leader)],
-                Target::All => cluster.ports(),
+                // Followers first, so that a single connection measures a follower.
+                Target::All => cluster
+                    .ids()
+                    .into_iter()
+                    .filter(|id| *id != leader)
+                    .chain([leader])
+                    .map(|id| cluster.port(id))
+                    .collect(),
             },
             connections,
             clients,
@@ -543,7 +556,7 @@ async fn backend(
                 "fsync": true, "connections": connections, "clients": clients,
                 "key_bytes": 8, "value_bytes": if w.op == Op::Set { value_bytes } else { 256 },
                 "keyspace": KEYSPACE, "window_s": size.window().as_secs_f64(),
-                "read_mode": w.read_mode,
+                "read_mode": w.read_mode, "load_average_1m": load_average(),
             }),
             values: load_values(&got),
         });
@@ -631,11 +644,12 @@ async fn redis_baseline(size: Size, out: &mut Vec<Figure>) {
         Ok(r) => r,
         Err(e) => return out.push(error_figure("cluster", "redis baseline", e)),
     };
-    let params = |connections: usize, clients: usize, tool: &str| {
+    // redis-benchmark's keys are `key:` and twelve digits.
+    let params = |connections: usize, clients: usize, tool: &str, key_bytes: usize| {
         json!({
             "server": "redis-server, appendonly yes, appendfsync always", "fsync": true,
-            "connections": connections, "clients": clients, "key_bytes": 8,
-            "value_bytes": 256, "generator": tool,
+            "connections": connections, "clients": clients, "key_bytes": key_bytes,
+            "value_bytes": 256, "generator": tool, "load_average_1m": load_average(),
         })
     };
     for &(connections, clients) in levels(size) {
@@ -655,7 +669,7 @@ async fn redis_baseline(size: Size, out: &mut Vec<Figure>) {
             Ok(got) => out.push(Figure {
                 suite: "cluster",
                 name: "redis SET (baseline)".into(),
-                params: params(connections, clients, "resp_load"),
+                params: params(connections, clients, "resp_load", 8),
                 values: load_values(&got),
             }),
             Err(e) => out.push(error_figure("cluster", "redis baseline", e)),
@@ -670,7 +684,7 @@ async fn redis_baseline(size: Size, out: &mut Vec<Figure>) {
             Ok(values) => out.push(Figure {
                 suite: "cluster",
                 name: "redis SET (redis-benchmark)".into(),
-                params: params(clients, clients, "redis-benchmark"),
+                params: params(clients, clients, "redis-benchmark", 16),
                 values,
             }),
             Err(e) => out.push(error_figure("cluster", "redis-benchmark", e)),
