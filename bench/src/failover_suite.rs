@@ -2,8 +2,8 @@
 //!
 //! * Real processes: three `raft-node` processes (fjall, fsync on, QUIC on loopback); the leader
 //!   is killed with SIGKILL and a client retries `SET` against both survivors (a fresh attempt
-//!   on each every 20 ms, since an attempt on a follower may wait for the write's forwarding) until
-//!   one succeeds. The time from the kill to that success is measured over many trials, the
+//!   on each every 20 ms, since an attempt on a follower may wait for the write's forwarding)
+//!   until one succeeds. The time from the kill to that success is measured over many trials, the
 //!   killed node being restarted between trials. The target is a median under one election
 //!   timeout plus the fetch timeout: followers notice the silent leader after the fetch
 //!   timeout, then an election takes about one election timeout. Full runs measure it twice:
@@ -129,7 +129,8 @@ async fn kill_leader_trials(
             .await
             .map_err(|e| format!("trial {trial}: {e}{}", cluster.log_tails()))?;
         eprintln!(
-            "bench: failover trial {}/{trials}: leader r{leader} killed, first write after {:.0} ms",
+            "bench: failover trial {}/{trials}: leader r{leader} killed, first write after \
+             {:.0} ms",
             trial + 1,
             took.as_secs_f64() * 1000.0
         );
