@@ -16,6 +16,11 @@
 //!   time per read of each replica (each runs on a thread of its own).
 //! * `transport`: small RPC round trips and 4 KiB / 64 KiB throughput over the QUIC transport,
 //!   over TCP with the same mutual TLS, and over plain TCP, side by side.
+//! * `cluster`: three real `raft-node` processes (QUIC on loopback, fsync on, each storage
+//!   backend) under the etcd benchmark matrix through the Redis protocol, next to a
+//!   `redis-server` baseline with `appendfsync always` when one is installed.
+//! * `failover`: kill -9 of the leader to the first successful write (real processes), and the
+//!   leader changes a rejoining partitioned follower causes with pre-vote on and off.
 //!
 //! Every figure is printed with its parameters and, with `--json`, written as one JSON object
 //! per figure. `--quick` shrinks every suite to a smoke test; `--check` then fails unless every
@@ -27,8 +32,11 @@
 //! fails when a chart of a suite that ran is missing.
 
 mod charts;
+mod cluster_suite;
 mod core_suite;
+mod failover_suite;
 mod reads_suite;
+mod resp_load;
 mod snapshot_suite;
 mod storage_suite;
 mod transport_suite;
@@ -95,15 +103,16 @@ fn machine() -> Value {
     json!({ "cpu": model, "cores": cores, "commit": commit, "profile": profile })
 }
 
-/// Whether a suite produced figures and every rate in them is positive.
+/// Whether a suite produced figures, none of them an error, and every rate in them is positive.
 fn harness_worked(figures: &[Figure]) -> bool {
     !figures.is_empty()
         && figures.iter().all(|f| {
             f.values.as_object().is_some_and(|values| {
-                values
-                    .iter()
-                    .filter(|(k, _)| k.ends_with("_per_s"))
-                    .all(|(_, v)| v.as_f64().is_some_and(|x| x > 0.0))
+                !values.contains_key("error")
+                    && values
+                        .iter()
+                        .filter(|(k, _)| k.ends_with("_per_s"))
+                        .all(|(_, v)| v.as_f64().is_some_and(|x| x > 0.0))
             })
         })
 }
@@ -120,20 +129,31 @@ fn main() {
             "--quick" => quick = true,
             "--check" => check = true,
             "--json" => json_out = it.next().cloned(),
-            "storage" | "core" | "snapshot" => suites.push(a.clone()),
-            "reads" | "transport" => suites.push(a.clone()),
+            "storage" | "core" | "snapshot" | "reads" | "transport" | "cluster" | "failover" => {
+                suites.push(a.clone())
+            }
             other => {
                 eprintln!(
                     "raft-bench: unknown argument {other:?}; usage: raft-bench [storage] [core] \
-                     [snapshot] [reads] [transport] [--quick] [--check] [--json FILE]"
+                     [snapshot] [reads] [transport] [cluster] [failover] [--quick] [--check] \
+                     [--json FILE]"
                 );
                 std::process::exit(2);
             }
         }
     }
     if suites.is_empty() {
-        suites = vec!["storage".into(), "core".into(), "snapshot".into()];
-        suites.extend(["reads".into(), "transport".into()]);
+        suites = [
+            "storage",
+            "core",
+            "snapshot",
+            "reads",
+            "transport",
+            "cluster",
+            "failover",
+        ]
+        .map(String::from)
+        .into();
     }
     let size = Size { quick };
     let machine = machine();
@@ -146,6 +166,8 @@ fn main() {
             "core" => core_suite::run(size),
             "reads" => reads_suite::run(size),
             "transport" => transport_suite::run(size),
+            "cluster" => cluster_suite::run(size),
+            "failover" => failover_suite::run(size),
             _ => snapshot_suite::run(size),
         };
         for f in &got {

@@ -4,9 +4,10 @@
 //!   simulator sweep). `.ci/run` calls exactly this.
 //! * `sim [--seeds N] [--seed S] [--voters 3|5] [--observers K] [--first S]`: a simulator sweep
 //!   (release build). A failing seed prints the one command that replays it.
-//! * `bench [storage] [core] [snapshot] [reads] [transport] [--quick] [--json FILE]`: the
-//!   performance harness (`raft-bench`, release build); figures go to stdout and, by default, to
-//!   `target/bench/results.json`.
+//! * `bench [storage] [core] [snapshot] [reads] [transport] [cluster] [failover] [--quick]
+//!   [--json FILE]`: the performance harness (`raft-bench`, release build); figures go to stdout
+//!   and, by default, to `target/bench/results.json`. The release `raft-node` binary is built
+//!   first: the cluster and failover suites run it as separate processes.
 //!
 //! Cargo is invoked through `$CARGO`, so the toolchain that runs xtask runs everything else.
 
@@ -23,7 +24,7 @@ fn main() -> ExitCode {
         _ => {
             eprintln!(
                 "usage: cargo xtask ci | sim [--seeds N] [--seed S] [--voters V] [--observers K] \
-                 | bench [SUITE...] [--quick] [--json FILE]"
+                 | bench [SUITE...] [--quick] [--check] [--json FILE]"
             );
             return ExitCode::from(2);
         }
@@ -107,7 +108,12 @@ fn ci() -> Result<(), String> {
         "1".into(),
     ])?;
     // The bench harness as a smoke test, in the test profile (no release build of everything):
-    // it must produce every suite's figures; no timing is asserted.
+    // it must produce every suite's figures; no timing is asserted. The cluster and failover
+    // suites start the debug `raft-node` binary found next to `raft-bench`, so build it first.
+    run(
+        "build raft-node",
+        cargo().args(["build", "--quiet", "--locked", "-p", "raft-node"]),
+    )?;
     run(
         "bench smoke",
         cargo().args([
@@ -186,7 +192,28 @@ fn tidy() -> Result<(), String> {
 }
 
 fn bench(args: &[String]) -> Result<(), String> {
+    // The cluster and failover suites run real `raft-node` processes: build the release binary
+    // and name it, so that a stale one is never measured.
+    run(
+        "build raft-node",
+        cargo().args([
+            "build",
+            "--quiet",
+            "--release",
+            "--locked",
+            "-p",
+            "raft-node",
+        ]),
+    )?;
+    let target = match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => root().join(dir),
+        None => root().join("target"),
+    };
     let mut cmd = cargo();
+    cmd.env(
+        "RAFT_BENCH_NODE_BIN",
+        target.join("release").join("raft-node"),
+    );
     cmd.args([
         "run",
         "--quiet",
