@@ -48,6 +48,8 @@ pub enum AdminOp {
     RaftStatus,
     /// `RAFT DESCRIBE`.
     RaftDescribe,
+    /// `RAFT TRANSFER <replica id>`: hand leadership to that voter (on the leader).
+    RaftTransfer(u32),
 }
 
 /// What to do with one request.
@@ -243,8 +245,15 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
         "raft" => match lower(&a[0]).as_str() {
             "status" if a.len() == 1 => Plan::Admin(AdminOp::RaftStatus),
             "describe" if a.len() == 1 => Plan::Admin(AdminOp::RaftDescribe),
+            "transfer" if a.len() == 2 => match std::str::from_utf8(&a[1])
+                .ok()
+                .and_then(|s| s.parse::<u32>().ok())
+            {
+                Some(id) => Plan::Admin(AdminOp::RaftTransfer(id)),
+                None => Plan::Reply(Reply::err("RAFT TRANSFER needs a replica id")),
+            },
             _ => Plan::Reply(Reply::err(
-                "unknown RAFT subcommand; try RAFT STATUS or RAFT DESCRIBE",
+                "unknown RAFT subcommand; try RAFT STATUS, RAFT DESCRIBE or RAFT TRANSFER <id>",
             )),
         },
         "get" => Plan::Read(ReadOp::Get(a[0].clone())),

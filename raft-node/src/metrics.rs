@@ -505,36 +505,16 @@ impl RequestHandler for CountingHandler {
     }
 }
 
-/// How long [`TimedLog::read`] waits for records the driver has handed to its log writer but
-/// the store does not hold yet.
-const APPEND_WAIT: Duration = Duration::from_secs(10);
-
 /// A [`LogStore`] that times durable appends.
-///
-/// It also closes a race of raft-core's driver (to be fixed there): a follower may pass its
-/// high watermark to the state machine's applier as soon as fetched records are in the
-/// driver's memory, and when the applier's range starts below the driver's in-memory tail
-/// (after a restart) the applier reads the whole range from the store, possibly before the
-/// log writer has appended the newest records. The store then answers with fewer records and
-/// the applier stops short for good (a restarted follower never catches up). So a read that
-/// finds nothing at or beyond the store's end waits, bounded, for the next append. The same
-/// read can also run before a queued truncation of a diverged tail has reached the store and
-/// see the replaced records; only the driver can close that window (by reading from the store
-/// only below its in-memory tail, which never starts above a pending truncation).
 pub struct TimedLog {
     inner: Arc<dyn LogStore>,
     metrics: Arc<NodeMetrics>,
-    appended: tokio::sync::Notify,
 }
 
 impl TimedLog {
     /// Wraps `inner`.
     pub fn new(inner: Arc<dyn LogStore>, metrics: Arc<NodeMetrics>) -> TimedLog {
-        TimedLog {
-            inner,
-            metrics,
-            appended: tokio::sync::Notify::new(),
-        }
+        TimedLog { inner, metrics }
     }
 }
 
@@ -551,7 +531,6 @@ impl LogStore for TimedLog {
             self.metrics
                 .append_latency
                 .observe(started.elapsed().as_secs_f64());
-            self.appended.notify_waiters();
         }
         result
     }
@@ -562,21 +541,7 @@ impl LogStore for TimedLog {
         to: Offset,
         max_bytes: u64,
     ) -> Result<Vec<Record>, StorageError> {
-        let deadline = tokio::time::Instant::now() + APPEND_WAIT;
-        loop {
-            // Registered before the read, so that an append landing in between is not missed.
-            let appended = self.appended.notified();
-            let records = self.inner.read(from, to, max_bytes).await?;
-            if !records.is_empty() || from >= to || tokio::time::Instant::now() >= deadline {
-                return Ok(records);
-            }
-            // Below the store's end the answer stands (e.g. a purged range); at or beyond it
-            // the records are still on their way to the store.
-            if self.inner.state().await?.end.offset > from {
-                return Ok(records);
-            }
-            let _ = tokio::time::timeout_at(deadline, appended).await;
-        }
+        self.inner.read(from, to, max_bytes).await
     }
 
     async fn truncate(&self, end: Offset) -> Result<(), StorageError> {
@@ -588,51 +553,13 @@ impl LogStore for TimedLog {
     }
 
     async fn reset(&self, start: OffsetAndEpoch) -> Result<(), StorageError> {
-        let result = self.inner.reset(start).await;
-        self.appended.notify_waiters();
-        result
+        self.inner.reset(start).await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn record(offset: u64) -> Record {
-        Record {
-            offset: Offset(offset),
-            epoch: raft_core::Epoch(1),
-            kind: raft_core::RecordKind::Data,
-            payload: bytes::Bytes::from_static(b"x"),
-        }
-    }
-
-    #[tokio::test]
-    async fn a_read_beyond_the_store_end_waits_for_the_append() {
-        let log = Arc::new(TimedLog::new(
-            Arc::new(raft_core::mem::MemLog::new()),
-            Arc::new(NodeMetrics::new(None)),
-        ));
-        log.append(&[record(0)]).await.unwrap();
-        let reader = log.clone();
-        let read = tokio::spawn(async move { reader.read(Offset(0), Offset(3), 1 << 20).await });
-        // The range starts inside the store: answered at once with what is there.
-        assert_eq!(read.await.unwrap().unwrap().len(), 1);
-        let reader = log.clone();
-        let read = tokio::spawn(async move { reader.read(Offset(1), Offset(3), 1 << 20).await });
-        // On this single-threaded runtime the reader runs only when the test yields: it finds
-        // nothing at the store's end and parks until an append.
-        for _ in 0..10 {
-            tokio::task::yield_now().await;
-        }
-        assert!(
-            !read.is_finished(),
-            "answered before the records were appended"
-        );
-        log.append(&[record(1), record(2)]).await.unwrap();
-        let got = read.await.unwrap().unwrap();
-        assert_eq!(got.iter().map(|r| r.offset.0).collect::<Vec<_>>(), [1, 2]);
-    }
 
     #[test]
     fn openmetrics_counters_become_0_0_4_counters() {

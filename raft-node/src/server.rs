@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use raft_core::driver::{Node, WriteError};
-use raft_core::protocol::{ProposeError, Status};
+use raft_core::protocol::{ProposeError, Status, TransferError};
 use raft_core::{ReplicaId, Role};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -44,6 +44,8 @@ pub enum WriteFailure {
     NotLeader(ReplicaId),
     /// The leader has not committed in its epoch yet.
     NotReady,
+    /// The leader is handing leadership to this replica.
+    Transferring(ReplicaId),
     /// Too many proposals pending.
     QueueFull,
     /// The command is larger than a record may be.
@@ -65,6 +67,28 @@ pub enum WriteFailure {
     Failed(String),
 }
 
+/// The reply to `RAFT TRANSFER`.
+fn transfer_reply(result: Result<(), TransferError>) -> Reply {
+    let msg = match result {
+        Ok(()) => return Reply::ok(),
+        Err(TransferError::NotLeader {
+            leader: Some(l), ..
+        }) => format!("ERR not the leader; leader is r{}", l.0),
+        Err(TransferError::NotLeader { leader: None, .. }) => {
+            "TRYAGAIN no leader is known (election in progress)".into()
+        }
+        Err(TransferError::NotAVoter(id)) => format!("ERR r{} is not another voter", id.0),
+        Err(TransferError::InProgress { to }) => {
+            format!("TRYAGAIN a transfer to r{} is in progress", to.0)
+        }
+        Err(TransferError::Timeout) => {
+            "TRYAGAIN the target did not catch up in time; the leader carries on".into()
+        }
+        Err(e) => format!("TRYAGAIN {e}"),
+    };
+    Reply::Error(msg)
+}
+
 impl WriteFailure {
     /// Nothing was applied and retrying here may succeed soon.
     fn retry_here(&self) -> bool {
@@ -72,6 +96,7 @@ impl WriteFailure {
             self,
             WriteFailure::NoLeader
                 | WriteFailure::NotReady
+                | WriteFailure::Transferring(_)
                 | WriteFailure::QueueFull
                 | WriteFailure::Lost
         )
@@ -85,6 +110,7 @@ impl WriteFailure {
                 } => WriteFailure::NotLeader(l),
                 ProposeError::NotLeader { leader: None, .. } => WriteFailure::NoLeader,
                 ProposeError::NotReady => WriteFailure::NotReady,
+                ProposeError::Transferring { to } => WriteFailure::Transferring(to),
                 ProposeError::QueueFull { .. } => WriteFailure::QueueFull,
                 ProposeError::TooLarge { len, max } => WriteFailure::TooLarge { len, max },
                 _ => WriteFailure::Stopping,
@@ -407,6 +433,9 @@ impl Server {
             WriteFailure::NotReady => {
                 "TRYAGAIN the leader has not committed in its epoch yet".into()
             }
+            WriteFailure::Transferring(to) => {
+                format!("TRYAGAIN leadership is being transferred to r{}", to.0)
+            }
             WriteFailure::QueueFull => "TRYAGAIN too many writes pending".into(),
             WriteFailure::Lost => {
                 "TRYAGAIN the write was replaced in a leader change and not applied".into()
@@ -473,6 +502,9 @@ impl Server {
     }
 
     async fn admin(&self, conn: &Conn, op: AdminOp) -> Reply {
+        if let AdminOp::RaftTransfer(to) = op {
+            return transfer_reply(self.node.transfer_leadership(ReplicaId(to)).await);
+        }
         let Some(st) = self.node.status().await else {
             return Reply::Error("TRYAGAIN the node is shutting down".into());
         };
@@ -480,6 +512,7 @@ impl Server {
             AdminOp::Info(sections) => Reply::bulk(self.info(conn, &st, &sections)),
             AdminOp::RaftStatus => Reply::bulk(self.raft_status(&st)),
             AdminOp::RaftDescribe => Reply::bulk(self.raft_describe(&st)),
+            AdminOp::RaftTransfer(_) => unreachable!("answered above"),
         }
     }
 

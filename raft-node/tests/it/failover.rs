@@ -258,3 +258,46 @@ fn follower_writes_and_linearizable_follower_reads_through_a_redis_client() {
     assert!(info.contains("role:follower"), "{info}");
     assert!(info.contains("read_mode:linearizable"), "{info}");
 }
+
+/// Goal: an operator moves leadership with `RAFT TRANSFER <id>`. Method: three nodes; the
+/// leader is asked to hand over to a follower, which must become leader in the next epoch and
+/// keep every acknowledged write; a follower answers the same command with an error naming
+/// the leader.
+#[test]
+fn raft_transfer_moves_leadership_to_the_named_voter() {
+    let cluster = Cluster::start(3, "");
+    let leader = cluster.wait_for_leader();
+    let epoch = cluster.status_u64(leader, "epoch");
+    let target = cluster.ids().into_iter().find(|id| *id != leader).unwrap();
+    let mut conn = cluster.redis(leader);
+    let ok: String = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(ok, "OK");
+    let ok: String = redis::cmd("RAFT")
+        .arg("TRANSFER")
+        .arg(target)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(ok, "OK");
+    harness::wait_until("the target leads", || {
+        cluster.status(target).is_some_and(|st| {
+            st.get("role").is_some_and(|r| r == "leader")
+                && st.get("epoch").and_then(|e| e.parse::<u64>().ok()) == Some(epoch + 1)
+        })
+    });
+    let mut conn = cluster.redis(target);
+    let v: String = redis::cmd("GET").arg("k").query(&mut conn).unwrap();
+    assert_eq!(v, "v");
+    let refused: redis::RedisResult<String> = redis::cmd("RAFT")
+        .arg("TRANSFER")
+        .arg(target)
+        .query(&mut cluster.redis(leader));
+    let err = refused.expect_err("the old leader no longer leads");
+    assert!(
+        err.to_string().contains(&format!("leader is r{target}")),
+        "{err}"
+    );
+}
