@@ -746,7 +746,11 @@ mod tests {
                     allocated += leaf_pages(value.len()) * PAGE_BYTES;
                 }
             }
-            assert_eq!(next, Offset(10 + count), "{count} x {len}: every record stored");
+            assert_eq!(
+                next,
+                Offset(10 + count),
+                "{count} x {len}: every record stored"
+            );
             let large: usize = batches
                 .iter()
                 .map(|(_, v)| v.len())
