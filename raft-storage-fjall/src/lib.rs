@@ -48,11 +48,11 @@ use bytes::Bytes;
 use fjall::{
     Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch as WriteBatch, PersistMode, Readable,
 };
-use raft_core::io::{ElectionStore, LogState, LogStore, StorageError};
-use raft_core::mem::storage::{
+use raft_core::codec::stored::{
     batch_prefix_len, check_read, corrupt_in_batch, decode_election_state, decode_part,
     encode_batches, encode_election_state, locate_in_batch, LogMeta, ReadBudget,
 };
+use raft_core::io::{ElectionStore, LogState, LogStore, StorageError};
 use raft_core::snapshot_dir::SnapshotDir;
 use raft_core::{ElectionState, Offset, OffsetAndEpoch, Record};
 use tokio::sync::{oneshot, watch};
@@ -79,6 +79,10 @@ pub enum SyncMode {
 }
 
 /// Settings of a [`FjallStore`].
+///
+/// The defaults come from option sweeps on the bench's append workloads, recorded with the
+/// command that produced them in the repository's `docs/storage-tuning.md`; the sweep is
+/// `cargo run --release -p raft-storage-fjall --example fjall_sweep -- OPTION=V1,V2,...`.
 #[derive(Clone, Debug)]
 pub struct Options {
     /// fjall's block cache. Default 64 MiB: the log is read mostly near its end, which is still

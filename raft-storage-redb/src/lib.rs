@@ -22,7 +22,10 @@
 //!
 //! * `log`: `u64 -> bytes`, key the offset of a batch's first record, value the records of that
 //!   batch in the raft-core record format (each with its own CRC-32), at most
-//!   [`Options::batch_value_bytes_max`] per value unless a single record is larger.
+//!   [`Options::batch_value_bytes_max`] per value unless a single record is larger. An append is
+//!   cut into values that fill whole power-of-two page sizes (redb gives a value larger than a
+//!   page a leaf of its own, rounded up to a power of two pages, and writes it whole), plus a
+//!   tail smaller than a page that shares a leaf.
 //! * `meta`: `str -> bytes`: `format` (u32, [`FORMAT_VERSION`]), `cluster_id`, `log_meta` (the
 //!   bounds and epoch history, with a CRC-32) and `election` (with a CRC-32).
 //!
@@ -38,11 +41,11 @@ use std::thread::JoinHandle;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use raft_core::io::{ElectionStore, LogState, LogStore, StorageError};
-use raft_core::mem::storage::{
+use raft_core::codec::stored::{
     batch_prefix_len, check_read, corrupt_in_batch, decode_election_state, decode_part,
     encode_batches, encode_election_state, locate_in_batch, LogMeta, ReadBudget,
 };
+use raft_core::io::{ElectionStore, LogState, LogStore, StorageError};
 use raft_core::snapshot_dir::SnapshotDir;
 use raft_core::{ElectionState, Offset, OffsetAndEpoch, Record};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
@@ -78,6 +81,10 @@ pub enum CommitMode {
 }
 
 /// Settings of a [`RedbStore`].
+///
+/// The defaults come from option sweeps on the bench's append workloads, recorded with the
+/// command that produced them in the repository's `docs/storage-tuning.md`; the sweep is
+/// `cargo run --release -p raft-storage-redb --example redb_sweep -- OPTION=V1,V2,...`.
 #[derive(Clone, Debug)]
 pub struct Options {
     /// Memory redb uses to cache pages. Default 64 MiB: the log is read mostly near its end,
@@ -86,8 +93,10 @@ pub struct Options {
     /// How commits reach the disk. Default [`CommitMode::Immediate`].
     pub commit_mode: CommitMode,
     /// Appended records are stored in values of at most this many bytes (a larger record gets
-    /// a value of its own). Default 256 KiB: well above a 4 KiB page, so a batch costs few pages,
-    /// and small enough that a read never walks much it does not return.
+    /// a value of its own); values are cut to the largest power-of-two page size (less a leaf
+    /// header) that fits, so a limit between two such sizes acts as the lower one. Default
+    /// 256 KiB: well above a 4 KiB page, so a batch costs few pages, and small enough that a
+    /// read never walks much it does not return.
     pub batch_value_bytes_max: usize,
     /// A group commit stops taking queued writes once it holds this many bytes. Default 16 MiB.
     pub group_bytes_max: usize,
@@ -496,6 +505,52 @@ fn apply_group(txn: &WriteTransaction, group: &[Request]) -> Result<(), StorageE
 
 type LogTable<'t> = redb::Table<'t, u64, &'static [u8]>;
 
+/// redb's page size.
+const PAGE_BYTES: usize = 4096;
+
+/// What a redb leaf holding a single `u64 -> &[u8]` pair needs besides the value: page header
+/// (4), value end (4) and key (8), rounded up for slack.
+const LEAF_OVERHEAD: usize = 64;
+
+/// The largest value that fills a leaf of a whole power-of-two number of pages without spilling
+/// into the next size and is at most `bytes`; `bytes` itself below one page (such values share
+/// leaves with their neighbours).
+fn value_class(bytes: usize) -> usize {
+    if bytes + LEAF_OVERHEAD <= PAGE_BYTES {
+        return bytes;
+    }
+    let pages = (bytes + LEAF_OVERHEAD) / PAGE_BYTES;
+    let pow = 1usize << pages.ilog2();
+    pow * PAGE_BYTES - LEAF_OVERHEAD
+}
+
+/// Splits `records` into stored batches sized for redb's allocator.
+///
+/// A value larger than a page gets a leaf of its own whose size redb rounds up to a power of two
+/// pages, and writes whole: a 70 KiB value costs a 128 KiB page. So each value is cut to the
+/// largest power-of-two page size the remaining bytes fill (at most `value_bytes_max`), and the
+/// rest of the append is cut the same way, down to a sub-page tail that shares a leaf. A record
+/// larger than its size class gets a value of its own.
+fn page_fitted_batches(records: &[Record], value_bytes_max: usize) -> Vec<(Offset, Bytes)> {
+    let mut out = Vec::new();
+    let mut remaining: usize = records.iter().map(Record::encoded_len).sum();
+    let mut rest = records;
+    while !rest.is_empty() {
+        let class = value_class(remaining.min(value_bytes_max));
+        let mut take = 0;
+        let mut size = 0;
+        while take < rest.len() && (take == 0 || size + rest[take].encoded_len() <= class) {
+            size += rest[take].encoded_len();
+            take += 1;
+        }
+        // Unlimited: the group was already cut to size, so it becomes exactly one value.
+        out.extend(encode_batches(&rest[..take], usize::MAX));
+        remaining -= size;
+        rest = &rest[take..];
+    }
+    out
+}
+
 /// Removes every record at or after `end`: whole batches past it, and the tail of the batch it
 /// cuts into.
 fn truncate_table(log: &mut LogTable<'_>, end: Offset) -> Result<(), StorageError> {
@@ -549,7 +604,7 @@ impl LogStore for RedbStore {
         if records.is_empty() {
             return self.check_poisoned();
         }
-        let batches = encode_batches(records, self.shared.options.batch_value_bytes_max);
+        let batches = page_fitted_batches(records, self.shared.options.batch_value_bytes_max);
         let bytes = batches.iter().map(|(_, v)| v.len()).sum();
         self.submit(Op::Append(batches), bytes, |meta| {
             meta.check_append(records)?;
@@ -648,4 +703,68 @@ pub fn corrupt_record(dir: impl AsRef<Path>, offset: Offset) -> Result<(), Stora
         log.insert(base, changed.as_slice()).map_err(io)?;
     }
     txn.commit().map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raft_core::testing::storage::records;
+
+    /// The pages redb allocates for a leaf holding one value of `len` bytes.
+    fn leaf_pages(len: usize) -> usize {
+        (len + 16).div_ceil(PAGE_BYTES).next_power_of_two()
+    }
+
+    /// Goal: values are cut so that redb's power-of-two page rounding wastes little, while every
+    /// record is stored once, in order. Method: split appends of the bench's shapes and of odd
+    /// shapes, and check coverage, the size limit and the allocated pages.
+    #[test]
+    fn page_fitted_batches_cover_every_record_and_waste_little() {
+        for (count, len, max) in [
+            (256, 256, 256 << 10),
+            (256, 4096, 256 << 10),
+            (16, 4096, 256 << 10),
+            (16, 256, 256 << 10),
+            (1, 256, 256 << 10),
+            (300, 1000, 100 << 10),
+            (3, 70_000, 16 << 10),
+        ] {
+            let recs = records(10, 10 + count, 1, len);
+            let batches = page_fitted_batches(&recs, max);
+            let mut next = Offset(10);
+            let mut allocated = 0;
+            let mut stored = 0;
+            for (base, value) in &batches {
+                assert_eq!(*base, next, "{count} x {len}: batches are contiguous");
+                let mut out = Vec::new();
+                let n = (value.len() / (len + raft_core::codec::RECORD_HEADER_LEN)) as u64;
+                decode_part(value.clone(), *base, n, &mut out).unwrap();
+                assert!(
+                    value.len() <= max || out.len() == 1,
+                    "{count} x {len}: a value of {} bytes over the limit {max}",
+                    value.len()
+                );
+                next = Offset(base.0 + n);
+                stored += value.len();
+                if value.len() + LEAF_OVERHEAD > PAGE_BYTES {
+                    allocated += leaf_pages(value.len()) * PAGE_BYTES;
+                }
+            }
+            assert_eq!(
+                next,
+                Offset(10 + count),
+                "{count} x {len}: every record stored"
+            );
+            let large: usize = batches
+                .iter()
+                .map(|(_, v)| v.len())
+                .filter(|l| l + LEAF_OVERHEAD > PAGE_BYTES)
+                .sum();
+            assert!(
+                allocated <= large + large / 4 + 2 * PAGE_BYTES || len > max,
+                "{count} x {len}: {allocated} bytes of pages for {large} bytes of large values \
+                 ({stored} stored)"
+            );
+        }
+    }
 }

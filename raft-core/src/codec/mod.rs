@@ -1,5 +1,6 @@
-//! Pure encoding and decoding of log records (shared by the wire and every storage backend) and,
-//! in [`wire`], of the RPC frames (decisions D9).
+//! Pure encoding and decoding of log records (shared by the wire and every storage backend),
+//! in [`stored`] of the batches and bookkeeping every storage backend keeps, and in [`wire`] of
+//! the RPC frames (decisions D9).
 //!
 //! The formats here are stability boundaries: a byte layout change needs a new version number,
 //! and decoders refuse versions they do not know with a typed error instead of guessing.
@@ -20,6 +21,7 @@ use bytes::{BufMut, Bytes};
 
 use crate::types::{Epoch, Offset, Record, RecordKind};
 
+pub mod stored;
 pub mod wire;
 
 /// The record format this build writes and reads.

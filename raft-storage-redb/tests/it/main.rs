@@ -123,21 +123,6 @@ async fn every_commit_mode_round_trips() {
     }
 }
 
-/// The child half of the crash test; does nothing unless the parent set its environment.
-#[test]
-fn crash_child() {
-    crash::child_main(|dir| RedbStore::open(dir, "crash", Options::default()));
-}
-
-/// Goal: a SIGKILL at any moment loses nothing acknowledged and invents nothing. Method: see
-/// [`crash::run_kills`].
-#[test]
-fn crash_kills_lose_nothing_acknowledged() {
-    crash::run_kills("crash_child", |dir| {
-        RedbStore::open(dir, "crash", Options::default())
-    });
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redb_snapshots_pass_the_snapshot_conformance_suite() {
     let root = tempfile::tempdir().expect("temp dir");
