@@ -45,6 +45,10 @@ pub struct QuicConfig {
     pub frame_bytes_max: usize,
     /// The most RPCs a peer may have in flight on one connection (bidirectional streams).
     pub streams_max: u32,
+    /// The largest UDP payload path MTU discovery probes for. Probing above the path's MTU is
+    /// harmless (the probe is lost and discovery settles lower); inside a data centre with
+    /// jumbo frames, or on loopback, larger packets cut the per-packet cost of bulk transfers.
+    pub mtu_upper_bound: u16,
     /// Certificates and key.
     pub tls: TlsMaterial,
 }
@@ -69,6 +73,7 @@ impl QuicConfig {
             reconnect_backoff_max: Duration::from_secs(2),
             frame_bytes_max: FrameLimits::FRAME_BYTES_MAX_DEFAULT,
             streams_max: 1024,
+            mtu_upper_bound: 8952,
             tls,
         }
     }

@@ -273,6 +273,9 @@ fn transport_config(config: &QuicConfig) -> Result<quinn::TransportConfig, Setup
     t.initial_rtt(config.initial_rtt);
     t.max_concurrent_bidi_streams(VarInt::from_u32(config.streams_max));
     t.max_concurrent_uni_streams(VarInt::from_u32(0));
+    let mut mtu = quinn::MtuDiscoveryConfig::default();
+    mtu.upper_bound(config.mtu_upper_bound);
+    t.mtu_discovery_config(Some(mtu));
     // A whole maximal frame may be in flight on one stream, and several streams at once.
     let frame = u32::try_from(config.frame_bytes_max + LEN_PREFIX).unwrap_or(u32::MAX);
     t.stream_receive_window(VarInt::from_u32(frame));
