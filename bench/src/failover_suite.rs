@@ -6,10 +6,9 @@
 //!   until one succeeds. The time from the kill to that success is measured over many trials, the
 //!   killed node being restarted between trials. The target is a median under one election
 //!   timeout plus the fetch timeout: followers notice the silent leader after the fetch
-//!   timeout, then an election takes about one election timeout. Full runs measure it twice:
-//!   with the cluster settled for the transport's idle timeout after each restart, and with the
-//!   next kill as soon as the cluster agrees on a leader again (a survivor may then still hold
-//!   a dead connection to the restarted node's previous process).
+//!   timeout, then an election takes about one election timeout. The next kill follows as soon
+//!   as the restarted node is ready and the cluster agrees on a leader again (a survivor's
+//!   connection to the restarted node's previous process is reset by the new process at once).
 //! * In process (raft-core's driver on the `mem` network): a follower is cut off from both
 //!   peers for several election timeouts, then healed; the leader changes and epoch changes
 //!   this causes are counted with pre-vote on and off (and, as a control, with pre-vote and
@@ -32,30 +31,14 @@ use crate::{Figure, Size};
 /// Runs the suite.
 pub fn run(size: Size) -> Vec<Figure> {
     let mut out = Vec::new();
-    // Full runs measure the failover of a settled cluster (no stale peer connections), then the
-    // failover soon after another node restarted; quick runs only the latter, at a tiny size.
-    let kinds: &[(&str, usize, Duration)] = size.pick(
-        &[
-            ("kill -9 leader to first write", 20, SETTLE),
-            ("same, soon after a restart", 10, Duration::ZERO),
-        ],
-        &[("kill -9 leader to first write", 2, Duration::ZERO)],
-    );
-    for &(name, trials, settle) in kinds {
-        match kill_leader_figure(size, name, trials, settle) {
-            Ok(f) => out.push(f),
-            Err(e) => out.push(error_figure("failover", name, e)),
-        }
+    let name = "kill -9 leader to first write";
+    match kill_leader_figure(size, name, size.pick(20, 2)) {
+        Ok(f) => out.push(f),
+        Err(e) => out.push(error_figure("failover", name, e)),
     }
     out.extend(rejoin_figures(size));
     out
 }
-
-/// How long the cluster runs after a restart before the next kill, in settled trials: the QUIC
-/// transport's idle timeout (`QuicConfig::idle_timeout`, 10 s) and a margin. Until then a
-/// survivor may still hold its connection to the restarted node's previous process, and its
-/// calls over it time out (nothing tells it that the process is gone), which delays elections.
-const SETTLE: Duration = Duration::from_millis(11_000);
 
 /// The value at quantile `q` of sorted `xs` (nearest rank).
 fn quantile(xs: &[f64], q: f64) -> f64 {
@@ -66,12 +49,7 @@ fn quantile(xs: &[f64], q: f64) -> f64 {
     xs[rank.clamp(1, xs.len()) - 1]
 }
 
-fn kill_leader_figure(
-    size: Size,
-    name: &str,
-    trials: usize,
-    settle: Duration,
-) -> Result<Figure, String> {
+fn kill_leader_figure(size: Size, name: &str, trials: usize) -> Result<Figure, String> {
     let bin = node_binary()?;
     let timers = size.pick(
         Timers::NODE_DEFAULTS,
@@ -85,7 +63,7 @@ fn kill_leader_figure(
         .enable_all()
         .build()
         .map_err(|e| format!("runtime: {e}"))?;
-    let mut ms = rt.block_on(kill_leader_trials(&bin, timers, trials, settle))?;
+    let mut ms = rt.block_on(kill_leader_trials(&bin, timers, trials))?;
     ms.sort_by(f64::total_cmp);
     let round = |x: f64| (x * 10.0).round() / 10.0;
     Ok(Figure {
@@ -96,7 +74,7 @@ fn kill_leader_figure(
             "election_timeout_ms": timers.election_ms, "fetch_timeout_ms": timers.fetch_ms,
             "fetch_max_wait_ms": timers.fetch_max_wait_ms,
             "target_median_ms": timers.election_ms + timers.fetch_ms,
-            "retry_interval_ms": 20, "settle_after_restart_ms": settle.as_millis(),
+            "retry_interval_ms": 20,
         }),
         values: json!({
             "median_ms": round(quantile(&ms, 0.5)),
@@ -111,7 +89,6 @@ async fn kill_leader_trials(
     bin: &std::path::Path,
     timers: Timers,
     trials: usize,
-    settle: Duration,
 ) -> Result<Vec<f64>, String> {
     let mut cluster = ProcCluster::start(bin, "fjall", timers).await?;
     let mut ms = Vec::with_capacity(trials);
@@ -137,9 +114,6 @@ async fn kill_leader_trials(
         ms.push(took.as_secs_f64() * 1000.0);
         cluster.spawn(leader)?;
         cluster.wait_ready(leader).await?;
-        if trial + 1 < trials {
-            tokio::time::sleep(settle).await;
-        }
     }
     Ok(ms)
 }
