@@ -825,6 +825,15 @@ impl Replica {
         self.released.1.leader
     }
 
+    /// The newest read barrier this replica raised as leader (zero otherwise): how many
+    /// confirmation rounds it started in its epoch.
+    pub fn read_barrier(&self) -> ReadBarrier {
+        match &self.role {
+            RoleState::Leader(l) => l.read_barrier,
+            _ => ReadBarrier::default(),
+        }
+    }
+
     /// The high watermark this replica knows: every record below it is committed.
     pub fn high_watermark(&self) -> Offset {
         self.high_watermark

@@ -301,32 +301,17 @@ impl Replica {
         }
     }
 
-    /// The leader's read duties each step: start a round for new reads (completing parked
-    /// fetches so followers see the barrier at once) and confirm reads whose barrier a majority
-    /// has echoed.
+    /// The leader's read duties each step: confirm reads whose barrier a majority has echoed,
+    /// and start a round for reads that have none yet (completing parked fetches so followers
+    /// see the barrier at once).
+    ///
+    /// At most one round is in flight: reads that arrive while one is pending wait for it to
+    /// end and then share the next one. A barrier raised for every step that adds reads would
+    /// be just as safe, but under load it makes one round (and one wave of fetch responses) per
+    /// read instead of one per round trip.
     pub(super) fn leader_poll_reads(&mut self, now: Instant, out: &mut Outputs) {
         let me = self.cfg.id;
         let needed = self.cfg.majority() - 1;
-        let RoleState::Leader(l) = &mut self.role else {
-            return;
-        };
-        // With leases, barriers are also raised periodically so that echoes keep renewing it.
-        let lease_refresh = self.cfg.lease_reads
-            && l.barrier_raised_at
-                .back()
-                .is_none_or(|(_, t)| now.since(*t) >= self.cfg.fetch_timeout / 4);
-        if lease_refresh || l.reads.iter().any(|r| r.barrier.is_none()) {
-            l.read_barrier = ReadBarrier(l.read_barrier.0 + 1);
-            let barrier = l.read_barrier;
-            l.barrier_raised_at.push_back((barrier, now));
-            if l.barrier_raised_at.len() > 64 {
-                l.barrier_raised_at.pop_front();
-            }
-            for r in l.reads.iter_mut().filter(|r| r.barrier.is_none()) {
-                r.barrier = Some(barrier);
-            }
-            self.leader_complete_parked(now, false, out);
-        }
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
@@ -342,12 +327,44 @@ impl Replica {
             acked.sort_unstable_by(|a, b| b.cmp(a));
             acked.get(needed - 1).copied().unwrap_or_default()
         };
-        let (done, waiting): (Vec<LeaderRead>, Vec<LeaderRead>) = std::mem::take(&mut l.reads)
-            .into_iter()
-            .partition(|r| r.barrier.is_some_and(|b| b <= confirmed));
-        l.reads = waiting;
-        for r in done {
-            self.leader_confirm(r.source, r.offset, out);
+        if l.reads
+            .iter()
+            .any(|r| r.barrier.is_some_and(|b| b <= confirmed))
+        {
+            let (done, waiting): (Vec<LeaderRead>, Vec<LeaderRead>) = std::mem::take(&mut l.reads)
+                .into_iter()
+                .partition(|r| r.barrier.is_some_and(|b| b <= confirmed));
+            l.reads = waiting;
+            for r in done {
+                self.leader_confirm(r.source, r.offset, out);
+            }
+        }
+        let RoleState::Leader(l) = &mut self.role else {
+            return;
+        };
+        let round_in_flight = l.read_barrier > confirmed;
+        // With leases, barriers are also raised periodically so that echoes keep renewing it.
+        let lease_refresh = self.cfg.lease_reads
+            && l.barrier_raised_at
+                .back()
+                .is_none_or(|(_, t)| now.since(*t) >= self.cfg.fetch_timeout / 4);
+        let unassigned = l.reads.iter().any(|r| r.barrier.is_none());
+        if round_in_flight || !(lease_refresh || unassigned) {
+            return;
+        }
+        l.read_barrier = ReadBarrier(l.read_barrier.0 + 1);
+        let barrier = l.read_barrier;
+        l.barrier_raised_at.push_back((barrier, now));
+        if l.barrier_raised_at.len() > 64 {
+            l.barrier_raised_at.pop_front();
+        }
+        for r in l.reads.iter_mut().filter(|r| r.barrier.is_none()) {
+            r.barrier = Some(barrier);
+        }
+        self.leader_complete_parked(now, false, out);
+        if needed == 0 {
+            // A single voter confirms its own barrier: no step would come to do it.
+            self.leader_poll_reads(now, out);
         }
     }
 

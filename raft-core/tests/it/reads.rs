@@ -315,3 +315,37 @@ fn lease_read_on_a_leader_that_started_a_transfer_falls_back_to_a_round() {
     assert!(matches!(c.read_outcome(during), Some(Ok((_, 33)))));
     assert_no_violations(&c);
 }
+
+#[test]
+fn reads_arriving_during_a_round_share_the_next_one() {
+    // Goal: at most one confirmation round is in flight: reads that arrive while one is
+    // pending wait for it and then share the next, so rounds grow with round trips, not with
+    // reads. Method: forty reads reach the leader 50 us apart (2 ms in all, about two round
+    // trips of 1 ms); all succeed, through a handful of rounds rather than one per read.
+    let mut c = Cluster::new(ClusterOptions {
+        seed: 20,
+        ..ClusterOptions::default()
+    });
+    let leader = settle(&mut c);
+    write_committed(&mut c, leader, 7, 70);
+    let before = c.replica(leader).read_barrier();
+    let reads: Vec<u64> = (0..40)
+        .map(|_| {
+            let r = c.start_read(leader, 7, ReadMode::Linearizable);
+            c.run_for(std::time::Duration::from_micros(50));
+            r
+        })
+        .collect();
+    assert!(c.run_until_cond(ms(300), |c| reads
+        .iter()
+        .all(|r| c.read_outcome(*r).is_some())));
+    for r in &reads {
+        assert_eq!(c.read_outcome(*r).unwrap().map(|(_, v)| v), Ok(70));
+    }
+    let rounds = c.replica(leader).read_barrier().0 - before.0;
+    assert!(
+        (1..=6).contains(&rounds),
+        "40 reads over about two round trips took {rounds} rounds"
+    );
+    assert_no_violations(&c);
+}
