@@ -17,6 +17,7 @@
 //! never a timing).
 
 mod core_suite;
+mod openraft;
 mod snapshot_suite;
 mod storage_suite;
 
