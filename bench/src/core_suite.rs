@@ -125,7 +125,7 @@ fn latency_histogram() -> Histogram<u64> {
 /// shards stay in cache, and with two worker threads a shard's lock is almost never contended.
 const SHARDS: usize = 8;
 
-async fn measure(clients: usize, payload: usize, window: Duration) -> (f64, Histogram<u64>) {
+async fn measure(clients: usize, payload: usize, window: Duration) -> Measured {
     let net = MemNetwork::new();
     let voters: Vec<ReplicaId> = (1..=3).map(ReplicaId).collect();
     let mut members = Vec::new();
@@ -139,6 +139,7 @@ async fn measure(clients: usize, payload: usize, window: Duration) -> (f64, Hist
             .map(|_| Mutex::new(latency_histogram()))
             .collect(),
     );
+    let cpu_before = crate::openraft::cpu_times();
     let started = Instant::now();
     let stop = started + window;
     let mut tasks = Vec::new();
@@ -166,6 +167,10 @@ async fn measure(clients: usize, payload: usize, window: Duration) -> (f64, Hist
         t.await.expect("client");
     }
     let elapsed = started.elapsed().as_secs_f64();
+    let cpu = match (cpu_before, crate::openraft::cpu_times()) {
+        (Some((before, _)), Some((after, _))) => Some(after.saturating_sub(before)),
+        _ => None,
+    };
     let mut all = latency_histogram();
     for shard in shards.iter() {
         all.add(&*shard.lock().expect("no client panics holding it"))
@@ -174,7 +179,29 @@ async fn measure(clients: usize, payload: usize, window: Duration) -> (f64, Hist
     for m in &members {
         m.node.shutdown().await;
     }
-    (all.len() as f64 / elapsed, all)
+    Measured {
+        rate: all.len() as f64 / elapsed,
+        cpu,
+        hist: all,
+    }
+}
+
+/// What one level measured.
+struct Measured {
+    /// Writes per second.
+    rate: f64,
+    /// CPU time the process spent during the window.
+    cpu: Option<Duration>,
+    /// Write latencies in microseconds.
+    hist: Histogram<u64>,
+}
+
+/// Writes per CPU second, rounded, or null when the CPU time is unknown.
+fn per_cpu_second(writes: u64, cpu: Option<Duration>) -> serde_json::Value {
+    match cpu {
+        Some(cpu) if !cpu.is_zero() => json!((writes as f64 / cpu.as_secs_f64()).round()),
+        _ => serde_json::Value::Null,
+    }
 }
 
 /// Client counts to run: `RAFT_BENCH_CORE_CLIENTS` (a comma-separated list, e.g. `1024` to
@@ -197,7 +224,7 @@ pub fn run(size: Size) -> Vec<Figure> {
     let openraft_bin = std::env::var_os("OPENRAFT_BENCH_BIN").map(std::path::PathBuf::from);
     let mut out = Vec::new();
     for clients in levels(size) {
-        let (rate, hist) = rt.block_on(measure(clients, 16, size.window()));
+        let Measured { rate, cpu, hist } = rt.block_on(measure(clients, 16, size.window()));
         out.push(Figure {
             suite: "core",
             name: "writes".into(),
@@ -211,6 +238,7 @@ pub fn run(size: Size) -> Vec<Figure> {
                 "p50_us": hist.value_at_quantile(0.5),
                 "p99_us": hist.value_at_quantile(0.99),
                 "p999_us": hist.value_at_quantile(0.999),
+                "writes_per_cpu_s": per_cpu_second(hist.len(), cpu),
             }),
         });
         let Some(bin) = &openraft_bin else {
@@ -234,6 +262,7 @@ pub fn run(size: Size) -> Vec<Figure> {
                         "writes_per_s": r.rate().round(),
                         "writes": r.writes,
                         "elapsed_s": r.elapsed.as_secs_f64(),
+                        "writes_per_cpu_s": per_cpu_second(r.writes, r.cpu),
                         "ours_over_openraft": (rate / r.rate() * 100.0).round() / 100.0,
                     }),
                 });

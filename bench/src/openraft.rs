@@ -22,6 +22,8 @@ pub struct Run {
     pub writes: u64,
     /// Wall time from the first write to the last one applied on the leader.
     pub elapsed: Duration,
+    /// CPU time the whole process spent (its cluster start-up included), if known.
+    pub cpu: Option<Duration>,
 }
 
 impl Run {
@@ -36,10 +38,24 @@ pub fn workers() -> (usize, usize) {
     (CLIENT_WORKERS, SERVER_WORKERS)
 }
 
+/// CPU time (user + system) this process spent, and that its waited-for children spent, from
+/// `/proc/self/stat` (in `USER_HZ` ticks of 10 ms). On a shared machine the wall-clock rate
+/// depends on what else runs; writes per CPU second compare the two benches more fairly.
+pub fn cpu_times() -> Option<(Duration, Duration)> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name may hold spaces: fields are counted after its closing parenthesis.
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    // utime, stime, cutime, cstime are fields 14..=17, i.e. 11..=14 after the name.
+    let tick = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    let ticks = |a: u64, b: u64| Duration::from_millis((a + b) * 10);
+    Some((ticks(tick(11)?, tick(12)?), ticks(tick(13)?, tick(14)?)))
+}
+
 /// Runs `bin` with `clients` clients and about `operations` writes in all, 3 members.
 pub fn run(bin: &Path, clients: usize, operations: u64) -> Result<Run, String> {
     let clients = clients.max(1) as u64;
     let operations = operations.max(clients);
+    let children_before = cpu_times().map(|(_, c)| c);
     let output = Command::new(bin)
         .args(["--client-workers", &CLIENT_WORKERS.to_string()])
         .args(["--server-workers", &SERVER_WORKERS.to_string()])
@@ -64,7 +80,15 @@ pub fn run(bin: &Path, clients: usize, operations: u64) -> Result<Run, String> {
         .ok_or_else(|| format!("no `time: ...` in openraft's output: {stdout:?}"))?;
     // The bench issues operations / clients writes per client.
     let writes = operations / clients * clients;
-    Ok(Run { writes, elapsed })
+    let cpu = match (children_before, cpu_times()) {
+        (Some(before), Some((_, after))) => Some(after.saturating_sub(before)),
+        _ => None,
+    };
+    Ok(Run {
+        writes,
+        elapsed,
+        cpu,
+    })
 }
 
 /// Finds `time: <Duration as Debug>,` in the bench's summary line, e.g.
@@ -108,5 +132,13 @@ mod tests {
         );
         assert_eq!(parse_elapsed("no summary here"), None);
         assert_eq!(parse_debug_duration("3 fortnights"), None);
+    }
+
+    #[test]
+    fn this_process_has_spent_some_cpu_time() {
+        let busy = (0..20_000_000u64).fold(0u64, |a, x| a.wrapping_add(x * x));
+        assert_ne!(busy, 1);
+        let (own, _) = cpu_times().expect("/proc/self/stat is readable on Linux");
+        assert!(own > Duration::ZERO);
     }
 }
