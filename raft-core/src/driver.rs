@@ -655,6 +655,10 @@ impl ReplicaTask {
         mut done: mpsc::Receiver<Done>,
     ) {
         self.step(Input::Tick);
+        // One timer for the task's life, moved only when the deadline changes: a new `Sleep`
+        // per loop turn registered and cancelled a timer entry for every message handled.
+        let timer = tokio::time::sleep_until(self.clock);
+        tokio::pin!(timer);
         loop {
             let deadline = self.replica.next_deadline();
             let sleep_until = self.clock + Duration::from_nanos(deadline.0.min(u64::MAX / 4));
@@ -662,8 +666,11 @@ impl ReplicaTask {
                 Some((until, _)) => sleep_until.min(*until),
                 None => sleep_until,
             };
+            if timer.deadline() != sleep_until || timer.is_elapsed() {
+                timer.as_mut().reset(sleep_until);
+            }
             tokio::select! {
-                _ = tokio::time::sleep_until(sleep_until) => self.step(Input::Tick),
+                _ = &mut timer => self.step(Input::Tick),
                 Some(cmd) = commands.recv() => {
                     self.command(cmd);
                     // Batch: take what else is queued before stepping again.
@@ -911,7 +918,15 @@ impl ReplicaTask {
     fn applied_done(&mut self, applied: Vec<(OffsetAndEpoch, Bytes)>) {
         for (id, response) in applied {
             self.applied = id.offset.next();
-            if let Some((epoch, w)) = self.waiters.remove(&id.offset) {
+            // Records apply in offset order, so the waiter of this record is normally the
+            // first one: take it without searching the map for every record applied.
+            let first = self.waiters.first_key_value().map(|(o, _)| *o);
+            let waiter = match first {
+                Some(o) if o == id.offset => self.waiters.pop_first().map(|(_, w)| w),
+                Some(o) if o < id.offset => self.waiters.remove(&id.offset),
+                _ => None,
+            };
+            if let Some((epoch, w)) = waiter {
                 let result = if epoch == id.epoch {
                     Ok(Committed { id, response })
                 } else {
