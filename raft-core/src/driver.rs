@@ -1183,17 +1183,23 @@ fn spawn_log_writer(
     let (tx, mut rx) = mpsc::unbounded_channel::<GatedLogOp>();
     tokio::spawn(async move {
         let mut queue: Vec<GatedLogOp> = Vec::new();
+        let mut batch: Vec<Record> = Vec::new();
         while let Some(op) = rx.recv().await {
             queue.push(op);
             while let Ok(op) = rx.try_recv() {
                 queue.push(op);
             }
             let mut last = None;
-            let mut batch: Vec<Record> = Vec::new();
             for GatedLogOp { op, gate } in queue.drain(..) {
                 let result = match op {
                     LogOp::Append { seq, records } => {
-                        batch.extend(records);
+                        // Most rounds hold one append: take its records as they are rather
+                        // than copying them into a fresh batch.
+                        if batch.is_empty() {
+                            batch = records;
+                        } else {
+                            batch.extend(records);
+                        }
                         last = Some(seq);
                         Ok(())
                     }
