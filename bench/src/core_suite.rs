@@ -113,7 +113,19 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
-async fn measure(clients: usize, payload: usize, window: Duration) -> (f64, Histogram<u64>) {
+/// A latency histogram in microseconds with a fixed range (up to 100 s): recording into it
+/// never resizes it.
+fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000, 3).expect("valid bounds")
+}
+
+/// Histograms the clients share, client `i` recording into shard `i % SHARDS`. One histogram
+/// per client would be thousands of them (about 140 KiB each), so each record would touch cold
+/// memory and the clients' bookkeeping would cost more than the writes they measure; a few
+/// shards stay in cache, and with two worker threads a shard's lock is almost never contended.
+const SHARDS: usize = 8;
+
+async fn measure(clients: usize, payload: usize, window: Duration) -> Measured {
     let net = MemNetwork::new();
     let voters: Vec<ReplicaId> = (1..=3).map(ReplicaId).collect();
     let mut members = Vec::new();
@@ -122,41 +134,97 @@ async fn measure(clients: usize, payload: usize, window: Duration) -> (f64, Hist
     }
     let l = leader(&members).await;
     let node = members[l].node.clone();
-    let stop = Instant::now() + window;
+    let shards: Arc<Vec<Mutex<Histogram<u64>>>> = Arc::new(
+        (0..SHARDS)
+            .map(|_| Mutex::new(latency_histogram()))
+            .collect(),
+    );
+    let cpu_before = crate::openraft::cpu_times();
+    let started = Instant::now();
+    let stop = started + window;
     let mut tasks = Vec::new();
-    for _ in 0..clients {
+    for i in 0..clients {
         let node = node.clone();
+        let shards = shards.clone();
         tasks.push(tokio::spawn(async move {
-            let mut hist = Histogram::<u64>::new(3).expect("histogram");
             let body = Bytes::from(vec![1u8; payload]);
-            while Instant::now() < stop {
-                let t = Instant::now();
-                if node.propose(body.clone()).await.is_ok() {
-                    hist.record(t.elapsed().as_micros() as u64).expect("record");
+            let mut now = Instant::now();
+            while now < stop {
+                let t = now;
+                let ok = node.propose(body.clone()).await.is_ok();
+                now = Instant::now();
+                if ok {
+                    let micros = now.duration_since(t).as_micros() as u64;
+                    shards[i % SHARDS]
+                        .lock()
+                        .expect("no client panics holding it")
+                        .saturating_record(micros);
                 }
             }
-            hist
         }));
     }
-    let started = Instant::now();
-    let mut all = Histogram::<u64>::new(3).expect("histogram");
     for t in tasks {
-        all.add(t.await.expect("client")).expect("merge");
+        t.await.expect("client");
     }
     let elapsed = started.elapsed().as_secs_f64();
+    let cpu = match (cpu_before, crate::openraft::cpu_times()) {
+        (Some((before, _)), Some((after, _))) => Some(after.saturating_sub(before)),
+        _ => None,
+    };
+    let mut all = latency_histogram();
+    for shard in shards.iter() {
+        all.add(&*shard.lock().expect("no client panics holding it"))
+            .expect("merge");
+    }
     for m in &members {
         m.node.shutdown().await;
     }
-    (all.len() as f64 / elapsed, all)
+    Measured {
+        rate: all.len() as f64 / elapsed,
+        cpu,
+        hist: all,
+    }
 }
 
-/// Runs the suite.
+/// What one level measured.
+struct Measured {
+    /// Writes per second.
+    rate: f64,
+    /// CPU time the process spent during the window.
+    cpu: Option<Duration>,
+    /// Write latencies in microseconds.
+    hist: Histogram<u64>,
+}
+
+/// Writes per CPU second, rounded, or null when the CPU time is unknown.
+fn per_cpu_second(writes: u64, cpu: Option<Duration>) -> serde_json::Value {
+    match cpu {
+        Some(cpu) if !cpu.is_zero() => json!((writes as f64 / cpu.as_secs_f64()).round()),
+        _ => serde_json::Value::Null,
+    }
+}
+
+/// Client counts to run: `RAFT_BENCH_CORE_CLIENTS` (a comma-separated list, e.g. `1024` to
+/// profile one level) or the suite's defaults.
+fn levels(size: Size) -> Vec<usize> {
+    let chosen: Option<Vec<usize>> = std::env::var("RAFT_BENCH_CORE_CLIENTS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|c| c.trim().parse().ok()).collect())
+        .filter(|v: &Vec<usize>| !v.is_empty());
+    chosen.unwrap_or_else(|| {
+        size.pick(&[1, 64, 256, 1024, 4096][..], &[1, 64][..])
+            .to_vec()
+    })
+}
+
+/// Runs the suite; with `OPENRAFT_BENCH_BIN` set, runs openraft's minimal bench after each
+/// level too (see [`crate::openraft`]).
 pub fn run(size: Size) -> Vec<Figure> {
     let rt = runtime();
+    let openraft_bin = std::env::var_os("OPENRAFT_BENCH_BIN").map(std::path::PathBuf::from);
     let mut out = Vec::new();
-    let levels: &[usize] = size.pick(&[1, 64, 256, 1024, 4096], &[1, 64]);
-    for &clients in levels {
-        let (rate, hist) = rt.block_on(measure(clients, 16, size.window()));
+    for clients in levels(size) {
+        let Measured { rate, cpu, hist } = rt.block_on(measure(clients, 16, size.window()));
         out.push(Figure {
             suite: "core",
             name: "writes".into(),
@@ -170,8 +238,37 @@ pub fn run(size: Size) -> Vec<Figure> {
                 "p50_us": hist.value_at_quantile(0.5),
                 "p99_us": hist.value_at_quantile(0.99),
                 "p999_us": hist.value_at_quantile(0.999),
+                "writes_per_cpu_s": per_cpu_second(hist.len(), cpu),
             }),
         });
+        let Some(bin) = &openraft_bin else {
+            continue;
+        };
+        // About one window's worth of writes at our rate: the run then lasts a few seconds
+        // whichever of the two is faster.
+        let operations = (rate * size.window().as_secs_f64()) as u64;
+        match crate::openraft::run(bin, clients, operations.max(clients as u64 * 4)) {
+            Ok(r) => {
+                let (client_workers, server_workers) = crate::openraft::workers();
+                out.push(Figure {
+                    suite: "core",
+                    name: "openraft-minimal".into(),
+                    params: json!({
+                        "voters": 3, "clients": clients, "payload_bytes": 0,
+                        "client_workers": client_workers, "server_workers": server_workers,
+                        "fsync": false,
+                    }),
+                    values: json!({
+                        "writes_per_s": r.rate().round(),
+                        "writes": r.writes,
+                        "elapsed_s": r.elapsed.as_secs_f64(),
+                        "writes_per_cpu_s": per_cpu_second(r.writes, r.cpu),
+                        "ours_over_openraft": (rate / r.rate() * 100.0).round() / 100.0,
+                    }),
+                });
+            }
+            Err(e) => eprintln!("bench: openraft's minimal bench at {clients} clients: {e}"),
+        }
     }
     out
 }

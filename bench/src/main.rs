@@ -35,6 +35,7 @@ mod charts;
 mod cluster_suite;
 mod core_suite;
 mod failover_suite;
+mod openraft;
 mod reads_suite;
 mod resp_load;
 mod snapshot_suite;

@@ -264,19 +264,23 @@ impl Replica {
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
-        let mut ends: Vec<Offset> = l
+        let end_of = |(id, p): (&ReplicaId, &Progress)| {
+            if *id == me {
+                durable
+            } else {
+                p.end.unwrap_or(Offset::ZERO)
+            }
+        };
+        // The majority-th largest end: the largest end that at least `majority` voters have
+        // reached. Voter sets are small, so counting beats collecting and sorting (this runs
+        // on every fetch and every log sync, and allocated each time).
+        let candidate = l
             .voters
             .iter()
-            .map(|(id, p)| {
-                if *id == me {
-                    durable
-                } else {
-                    p.end.unwrap_or(Offset::ZERO)
-                }
-            })
-            .collect();
-        ends.sort_unstable_by(|a, b| b.cmp(a));
-        let candidate = ends[majority - 1];
+            .map(end_of)
+            .filter(|&e| l.voters.iter().map(end_of).filter(|&o| o >= e).count() >= majority)
+            .max()
+            .unwrap_or(Offset::ZERO);
         if candidate > l.epoch_start && (!l.established || candidate > self.high_watermark) {
             assert!(
                 candidate >= self.high_watermark,
@@ -302,7 +306,10 @@ impl Replica {
         if l.accumulator.is_empty() {
             return;
         }
-        let records = std::mem::take(&mut l.accumulator);
+        // The next batch is likely as large as this one: start it with the same capacity
+        // rather than growing it from empty by doubling.
+        let capacity = l.accumulator.len();
+        let records = std::mem::replace(&mut l.accumulator, Vec::with_capacity(capacity));
         l.accumulated_bytes = 0;
         let seq = self.log.append(&records);
         out.log.push(LogOp::Append { seq, records });
