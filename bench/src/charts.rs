@@ -1,6 +1,7 @@
 //! SVG charts drawn from the figures of a run (the same figures the JSON file holds), with
 //! `plotters`' SVG backend: throughput against concurrency (core writes, reads per mode),
-//! latency percentiles against concurrency, and read scaling across replicas.
+//! latency percentiles against concurrency, the latency CDF of core writes per client count,
+//! and read scaling across replicas.
 //!
 //! Concurrency is drawn on a log2 axis and latency on a log10 axis; both are plain linear axes
 //! over the logarithms, labelled with the original values, so that every chart uses one kind of
@@ -17,7 +18,11 @@ use crate::Figure;
 /// The charts a suite produces, by file name suffix.
 pub fn expected(suite: &str) -> &'static [&'static str] {
     match suite {
-        "core" => &["core-throughput.svg", "core-latency.svg"],
+        "core" => &[
+            "core-throughput.svg",
+            "core-latency.svg",
+            "core-latency-cdf.svg",
+        ],
         "reads" => &[
             "reads-throughput.svg",
             "reads-latency.svg",
@@ -118,6 +123,8 @@ struct Target {
 
 struct Chart<'a> {
     title: &'a str,
+    /// The x axis is latency (log10) rather than concurrency (log2).
+    x_latency: bool,
     x_desc: &'a str,
     y_desc: &'a str,
     log_y: bool,
@@ -126,7 +133,13 @@ struct Chart<'a> {
 }
 
 fn draw(path: &Path, chart: &Chart<'_>) -> Result<(), Box<dyn Error>> {
-    let tx = |x: f64| x.max(1e-9).log2();
+    let tx = |x: f64| {
+        if chart.x_latency {
+            x.max(1e-3).log10()
+        } else {
+            x.max(1e-9).log2()
+        }
+    };
     let ty = |y: f64| {
         if chart.log_y {
             y.max(1e-3).log10()
@@ -163,6 +176,7 @@ fn draw(path: &Path, chart: &Chart<'_>) -> Result<(), Box<dyn Error>> {
         .y_label_area_size(80)
         .build_cartesian_2d(x0 - 0.2..x1 + 0.2, y0..y1)?;
     let log_y = chart.log_y;
+    let x_latency = chart.x_latency;
     // One label per power of two (and of ten on a log axis): a step of 1 in log space.
     let x_labels = (x1 - x0).round() as usize + 1;
     let y_labels = if log_y {
@@ -175,7 +189,13 @@ fn draw(path: &Path, chart: &Chart<'_>) -> Result<(), Box<dyn Error>> {
         .y_labels(y_labels)
         .x_desc(chart.x_desc)
         .y_desc(chart.y_desc)
-        .x_label_formatter(&|v| format!("{}", 2f64.powf(*v).round()))
+        .x_label_formatter(&|v| {
+            if x_latency {
+                short(10f64.powf(*v))
+            } else {
+                format!("{}", 2f64.powf(*v).round())
+            }
+        })
         .y_label_formatter(&|v| {
             if log_y {
                 short(10f64.powf(*v))
@@ -268,6 +288,7 @@ fn core_charts(figures: &[Figure]) -> Vec<(&'static str, Chart<'static>)> {
         charts.push((
             "core-throughput.svg",
             Chart {
+                x_latency: false,
                 title: "core: writes per second against clients (3 voters, in-process)",
                 x_desc: "concurrent clients",
                 y_desc: "writes/s",
@@ -294,10 +315,44 @@ fn core_charts(figures: &[Figure]) -> Vec<(&'static str, Chart<'static>)> {
         charts.push((
             "core-latency.svg",
             Chart {
+                x_latency: false,
                 title: "core: write latency percentiles against clients",
                 x_desc: "concurrent clients",
                 y_desc: "latency (us, log)",
                 log_y: true,
+                series,
+                targets: vec![],
+            },
+        ));
+        let series = figures
+            .iter()
+            .filter(|f| f.suite == "core" && f.name == "writes")
+            .enumerate()
+            .filter_map(|(i, f)| {
+                let clients = num(&f.params, "clients")?;
+                let points = f
+                    .values
+                    .get("cdf_us")?
+                    .as_array()?
+                    .iter()
+                    .filter_map(|qv| Some((qv.get(1)?.as_f64()?, qv.get(0)?.as_f64()?)))
+                    .collect();
+                Some(Series {
+                    label: format!("{clients} clients"),
+                    points,
+                    thin: false,
+                    colour: i,
+                })
+            })
+            .collect();
+        charts.push((
+            "core-latency-cdf.svg",
+            Chart {
+                x_latency: true,
+                title: "core: write latency CDF per client count",
+                x_desc: "latency (us, log)",
+                y_desc: "fraction of writes at or below",
+                log_y: false,
                 series,
                 targets: vec![],
             },
@@ -326,6 +381,7 @@ fn reads_charts(figures: &[Figure]) -> Vec<(&'static str, Chart<'static>)> {
         charts.push((
             "reads-throughput.svg",
             Chart {
+                x_latency: false,
                 title: "reads: reads per second against readers, per mode (3 voters)",
                 x_desc: "concurrent readers",
                 y_desc: "reads/s",
@@ -339,6 +395,7 @@ fn reads_charts(figures: &[Figure]) -> Vec<(&'static str, Chart<'static>)> {
         charts.push((
             "reads-latency.svg",
             Chart {
+                x_latency: false,
                 title: "reads: latency p50 (thick) and p99 (thin) against readers",
                 x_desc: "concurrent readers",
                 y_desc: "latency (us, log)",
@@ -381,6 +438,7 @@ fn scaling_chart(figures: &[Figure]) -> Chart<'static> {
         });
     }
     Chart {
+        x_latency: false,
         title: "reads spread / on the leader only (thick: throughput, thin: leader CPU per read)",
         x_desc: "concurrent readers",
         y_desc: "ratio",
@@ -421,7 +479,10 @@ mod tests {
                 "core",
                 "writes",
                 json!({ "clients": clients }),
-                json!({ "writes_per_s": rate, "p50_us": 20, "p99_us": 80, "p999_us": 900 }),
+                json!({
+                    "writes_per_s": rate, "p50_us": 20, "p99_us": 80, "p999_us": 900,
+                    "cdf_us": [[0.5, 20], [0.99, 80], [1.0, 1500]],
+                }),
             ));
         }
         for mode in ["linearizable-leader", "linearizable-all"] {
@@ -445,7 +506,7 @@ mod tests {
     fn every_expected_chart_is_written_from_the_figures() {
         let dir = tempfile::tempdir().expect("temp dir");
         let written = write(&figures(), dir.path(), "run").expect("charts");
-        assert_eq!(written.len(), 5, "{written:?}");
+        assert_eq!(written.len(), 6, "{written:?}");
         let suites = vec!["core".to_string(), "reads".to_string()];
         check(dir.path(), "run", &suites).expect("every chart exists");
         let svg = std::fs::read_to_string(path(dir.path(), "run", "reads-throughput.svg"))

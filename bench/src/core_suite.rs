@@ -217,6 +217,11 @@ fn levels(size: Size) -> Vec<usize> {
     })
 }
 
+/// The quantiles at which the latency CDF is sampled (`cdf_us`: `[quantile, microseconds]`).
+const CDF_QUANTILES: [f64; 12] = [
+    0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999, 0.9999, 1.0,
+];
+
 /// Runs the suite; with `OPENRAFT_BENCH_BIN` set, runs openraft's minimal bench after each
 /// level too (see [`crate::openraft`]).
 pub fn run(size: Size) -> Vec<Figure> {
@@ -238,6 +243,10 @@ pub fn run(size: Size) -> Vec<Figure> {
                 "p50_us": hist.value_at_quantile(0.5),
                 "p99_us": hist.value_at_quantile(0.99),
                 "p999_us": hist.value_at_quantile(0.999),
+                "cdf_us": CDF_QUANTILES
+                    .iter()
+                    .map(|q| json!([q, hist.value_at_quantile(*q)]))
+                    .collect::<Vec<_>>(),
                 "writes_per_cpu_s": per_cpu_second(hist.len(), cpu),
             }),
         });

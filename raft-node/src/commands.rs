@@ -276,7 +276,7 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
             None => Plan::Reply(not_integer()),
         },
         "mset" => {
-            if a.len() % 2 != 0 {
+            if !a.len().is_multiple_of(2) {
                 return Plan::Reply(wrong_args("mset"));
             }
             let pairs = a

@@ -41,7 +41,7 @@ const SAVE_EVERY: u64 = 4;
 
 /// The payload length the child writes at `offset`: mostly small, sometimes large.
 fn len_for(offset: u64) -> usize {
-    if offset % 97 == 0 {
+    if offset.is_multiple_of(97) {
         40_000
     } else {
         1 + (offset.wrapping_mul(7919) % 600) as usize
