@@ -157,7 +157,9 @@ fn run_inner(options: RunOptions) -> RunReport {
     }
     let defaults = ClusterOptions::default();
     // Half the seeds also exercise lease reads, within the drift the seed drew.
-    let lease = options.lease_reads.unwrap_or(options.seed.is_multiple_of(2));
+    let lease = options
+        .lease_reads
+        .unwrap_or(options.seed.is_multiple_of(2));
     let mut cluster = Cluster::new(ClusterOptions {
         seed: options.seed,
         voters: options.voters,
