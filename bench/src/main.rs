@@ -22,6 +22,9 @@
 //! * `failover`: kill -9 of the leader to the first successful write (real processes), and the
 //!   leader changes a rejoining partitioned follower causes with pre-vote on and off.
 //!
+//! `raft-bench sweep redb|fjall name=v1,v2 ...` is apart from the suites: the storage option
+//! sweeps behind each backend's defaults (see `storage_sweep`).
+//!
 //! Every figure is printed with its parameters and, with `--json`, written as one JSON object
 //! per figure. `--quick` shrinks every suite to a smoke test; `--check` then fails unless every
 //! suite produced figures with positive rates (CI runs both: it asserts that the harness works,
@@ -40,6 +43,7 @@ mod reads_suite;
 mod resp_load;
 mod snapshot_suite;
 mod storage_suite;
+mod storage_sweep;
 mod transport_suite;
 
 use std::time::Duration;
@@ -120,6 +124,13 @@ fn harness_worked(figures: &[Figure]) -> bool {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("sweep") {
+        if let Err(e) = storage_sweep::run(&args[1..]) {
+            eprintln!("raft-bench: {e}");
+            std::process::exit(2);
+        }
+        return;
+    }
     let mut suites = Vec::new();
     let mut quick = false;
     let mut check = false;

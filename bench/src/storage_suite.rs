@@ -37,7 +37,7 @@ fn runtime() -> tokio::runtime::Runtime {
 /// encoded bytes to a plain file in `dir` and calling fdatasync, so that the store and the raw
 /// file see the same disk conditions (a shared host's fsync rate swings by several times within
 /// seconds). Returns the store's and the raw file's records per second.
-fn appends(
+pub fn appends(
     log: Arc<dyn LogStore>,
     dir: &std::path::Path,
     batch: usize,
@@ -68,6 +68,25 @@ fn appends(
         }
         let n = (batch * batches) as f64;
         (n / store_time.as_secs_f64(), n / raw_time.as_secs_f64())
+    })
+}
+
+/// Reads the first `end` records back in 1 MiB fetches, as a follower's fetches would; MiB of
+/// payload per second.
+pub fn read_back_mib_per_s(log: Arc<dyn LogStore>, end: u64) -> f64 {
+    runtime().block_on(async move {
+        let started = Instant::now();
+        let (mut from, mut bytes) = (0u64, 0usize);
+        while from < end {
+            let got = log
+                .read(Offset(from), Offset(end), 1 << 20)
+                .await
+                .expect("read back");
+            assert!(!got.is_empty(), "the log holds every appended record");
+            from += got.len() as u64;
+            bytes += got.iter().map(|r| r.payload.len()).sum::<usize>();
+        }
+        bytes as f64 / f64::from(1 << 20) / started.elapsed().as_secs_f64()
     })
 }
 

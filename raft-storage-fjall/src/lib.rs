@@ -82,7 +82,7 @@ pub enum SyncMode {
 ///
 /// The defaults come from option sweeps on the bench's append workloads, recorded with the
 /// command that produced them in the repository's `docs/storage-tuning.md`; the sweep is
-/// `cargo run --release -p raft-storage-fjall --example fjall_sweep -- OPTION=V1,V2,...`.
+/// `cargo run --release -p raft-bench -- sweep fjall OPTION=V1,V2,...`.
 #[derive(Clone, Debug)]
 pub struct Options {
     /// fjall's block cache. Default 64 MiB: the log is read mostly near its end, which is still

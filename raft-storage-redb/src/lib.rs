@@ -84,7 +84,7 @@ pub enum CommitMode {
 ///
 /// The defaults come from option sweeps on the bench's append workloads, recorded with the
 /// command that produced them in the repository's `docs/storage-tuning.md`; the sweep is
-/// `cargo run --release -p raft-storage-redb --example redb_sweep -- OPTION=V1,V2,...`.
+/// `cargo run --release -p raft-bench -- sweep redb OPTION=V1,V2,...`.
 #[derive(Clone, Debug)]
 pub struct Options {
     /// Memory redb uses to cache pages. Default 64 MiB: the log is read mostly near its end,
