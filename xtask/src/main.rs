@@ -109,25 +109,24 @@ fn ci() -> Result<(), String> {
     ])?;
     // The bench harness as a smoke test, in the test profile (no release build of everything):
     // it must produce every suite's figures; no timing is asserted. The cluster and failover
-    // suites start the debug `raft-node` binary found next to `raft-bench`, so build it first.
+    // suites start the debug `raft-node` binary found next to `raft-bench`. Both binaries are
+    // built with the test step's features, so that the build reuses what the tests compiled.
     run(
-        "build raft-node",
-        cargo().args(["build", "--quiet", "--locked", "-p", "raft-node"]),
+        "build binaries",
+        cargo().args([
+            "build",
+            "--quiet",
+            "--locked",
+            "--workspace",
+            "--all-features",
+            "--bins",
+        ]),
     )?;
     run(
         "bench smoke",
-        cargo().args([
-            "run",
-            "--quiet",
-            "--locked",
-            "-p",
-            "raft-bench",
-            "--",
-            "--quick",
-            "--check",
-            "--json",
-            "target/bench/quick.json",
-        ]),
+        Command::new(target_dir().join("debug").join("raft-bench"))
+            .current_dir(root())
+            .args(["--quick", "--check", "--json", "target/bench/quick.json"]),
     )?;
     println!(
         "ci: all checks passed in {:.0}s",
@@ -191,6 +190,14 @@ fn tidy() -> Result<(), String> {
     Ok(())
 }
 
+/// Cargo's target directory: `$CARGO_TARGET_DIR` (relative to the workspace) or `target`.
+fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => root().join(dir),
+        None => root().join("target"),
+    }
+}
+
 fn bench(args: &[String]) -> Result<(), String> {
     // The cluster and failover suites run real `raft-node` processes: build the release binary
     // and name it, so that a stale one is never measured.
@@ -205,10 +212,7 @@ fn bench(args: &[String]) -> Result<(), String> {
             "raft-node",
         ]),
     )?;
-    let target = match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) => root().join(dir),
-        None => root().join("target"),
-    };
+    let target = target_dir();
     let mut cmd = cargo();
     cmd.env(
         "RAFT_BENCH_NODE_BIN",
