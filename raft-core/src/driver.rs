@@ -1210,6 +1210,13 @@ fn forwarded_result(leader: ReplicaId, r: ForwardResponse) -> Result<Committed, 
             len: 0,
             max: 0,
         })),
+        // The replica no longer leads; it names the leader it knows, if any. None (an election
+        // or a leadership transfer under way) is "no leader known", which callers retry; it
+        // must not fall back to naming the replica that just said it does not lead.
+        (Some(ErrorCode::NotLeader), _) => Err(WriteError::Refused(ProposeError::NotLeader {
+            epoch: r.epoch,
+            leader: r.leader,
+        })),
         _ => Err(WriteError::Refused(ProposeError::NotLeader {
             epoch: r.epoch,
             leader: r.leader.or(Some(leader)),
@@ -1617,6 +1624,38 @@ fn spawn_applier(mut applier: Applier) -> mpsc::UnboundedSender<ApplyJob> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_forward_refused_without_a_known_leader_names_no_leader() {
+        // A leader handing over (or a replica that lost leadership and knows no successor)
+        // answers NotLeader without a leader: the write must come back as "no leader known",
+        // which the node retries, not as "the leader is the replica that refused".
+        let refused = ForwardResponse {
+            error: Some(ErrorCode::NotLeader),
+            epoch: Epoch(3),
+            leader: None,
+            committed: None,
+            response: Bytes::new(),
+        };
+        assert_eq!(
+            forwarded_result(ReplicaId(1), refused.clone()),
+            Err(WriteError::Refused(ProposeError::NotLeader {
+                epoch: Epoch(3),
+                leader: None
+            }))
+        );
+        let redirected = ForwardResponse {
+            leader: Some(ReplicaId(2)),
+            ..refused
+        };
+        assert_eq!(
+            forwarded_result(ReplicaId(1), redirected),
+            Err(WriteError::Refused(ProposeError::NotLeader {
+                epoch: Epoch(3),
+                leader: Some(ReplicaId(2))
+            }))
+        );
+    }
+
     use super::*;
     use crate::mem::MemLog;
     use crate::RecordKind;
