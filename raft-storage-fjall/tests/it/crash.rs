@@ -12,16 +12,16 @@ fn open(dir: &Path) -> Result<FjallStore, StorageError> {
     FjallStore::open(dir, "crash", Options::default())
 }
 
-/// The child half of the crash test; does nothing unless the parent set its environment.
-#[test]
-fn crash_child() {
-    crash::child_main(open);
-}
-
 /// Goal: a SIGKILL at any moment loses nothing acknowledged and invents nothing. Method: see
-/// [`crash::run_kills`].
+/// [`crash::run_kills`]. The children are this test binary re-run with this test selected: in
+/// them `child_main` appends until killed and never returns.
 #[test]
 fn crash_kills_lose_nothing_acknowledged() {
+    crash::child_main(open);
     let dir = tempfile::tempdir().expect("temporary directory");
-    crash::run_kills("crash::crash_child", dir.path(), open);
+    crash::run_kills(
+        "crash::crash_kills_lose_nothing_acknowledged",
+        dir.path(),
+        open,
+    );
 }

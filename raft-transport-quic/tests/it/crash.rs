@@ -1,8 +1,8 @@
 //! A peer that crashes (SIGKILL: no CONNECTION_CLOSE ever leaves it) and restarts on the same
 //! address must be redialled long before the idle timeout would notice the dead connection.
 //!
-//! The peer runs in a child process: this test binary re-executed with the
-//! `crash_child_serves_until_killed` test selected and its settings in the environment. The
+//! The peer runs in a child process: this test binary re-executed with the same test selected
+//! and its settings in the environment, which make the test play the peer. The
 //! restarted peer derives its stateless-reset key from its node key, so the first packet the
 //! survivor sends on the stale connection draws a reset it can verify, and the next call dials a
 //! fresh connection.
@@ -22,7 +22,7 @@ use raft_transport_quic::{QuicConfig, QuicTransport, TlsMaterial};
 
 use crate::{vote, Counting};
 
-const CHILD_TEST: &str = "crash::crash_child_serves_until_killed";
+const CHILD_TEST: &str = "crash::peer_killed_and_restarted_is_redialled_before_the_idle_timeout";
 const DIR_ENV: &str = "RAFT_QUIC_CRASH_DIR";
 const PORT_ENV: &str = "RAFT_QUIC_CRASH_PORT";
 const PARENT_ENV: &str = "RAFT_QUIC_CRASH_PARENT";
@@ -54,10 +54,9 @@ fn quic_config(
     config
 }
 
-#[test]
-fn crash_child_serves_until_killed() {
-    // The child role of `peer_killed_and_restarted_is_redialled_before_the_idle_timeout`; in
-    // a plain test run (no settings in the environment) there is nothing to do.
+/// The child's half: serve as replica 2 on the port the parent chose until SIGKILL. Returns at
+/// once when the parent's settings are not in the environment (the parent's own run).
+async fn serve_as_child_if_asked() {
     let (Ok(dir), Ok(port), Ok(parent)) = (
         std::env::var(DIR_ENV),
         std::env::var(PORT_ENV),
@@ -67,23 +66,15 @@ fn crash_child_serves_until_killed() {
     };
     let listen: SocketAddr = format!("127.0.0.1:{port}").parse().expect("port");
     let parent: SocketAddr = parent.parse().expect("parent address");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async move {
-        let config = quic_config(2, listen, (1, parent), material(Path::new(&dir), 2));
-        let transport = QuicTransport::bind(config).expect("bind the child's port");
-        transport
-            .serve(Arc::new(Counting::default()))
-            .await
-            .expect("serve");
-        // libtest may have printed the test name on this line already.
-        println!("\nchild ready");
-        // Serve until SIGKILL.
-        std::future::pending::<()>().await;
-    });
+    let config = quic_config(2, listen, (1, parent), material(Path::new(&dir), 2));
+    let transport = QuicTransport::bind(config).expect("bind the child's port");
+    transport
+        .serve(Arc::new(Counting::default()))
+        .await
+        .expect("serve");
+    // libtest may have printed the test name on this line already.
+    println!("\nchild ready");
+    std::future::pending::<()>().await;
 }
 
 /// Starts the child on `port` and waits for its "ready" line.
@@ -111,7 +102,9 @@ async fn peer_killed_and_restarted_is_redialled_before_the_idle_timeout() {
     // Goal: issue 5's crash-restart case. Method: replica 1 (here) calls replica 2 (a child
     // process), SIGKILLs it, restarts it on the same port, and calls again with short per-call
     // deadlines; the calls must succeed again well within the 120 s idle timeout, on a redialled
-    // connection.
+    // connection. The child is this test binary re-run with this test selected and its
+    // settings in the environment.
+    serve_as_child_if_asked().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let ca = certs::generate_ca().expect("ca");
     std::fs::write(dir.path().join("ca.pem"), &ca.cert_pem).unwrap();
