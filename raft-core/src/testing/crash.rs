@@ -3,19 +3,17 @@
 //! every acknowledged end offset; the parent SIGKILLs it at a random moment, reopens the store and
 //! checks it against what was acknowledged and what the child could have written.
 //!
-//! A backend's test binary needs two tests: one that calls [`child_main`] (it does nothing in a
-//! normal run) and one that calls [`run_kills`] with the first one's name:
+//! A backend's crash test calls [`child_main`] first (it returns at once in a normal run, and in
+//! the child appends until killed) and then [`run_kills`] with its own name, so that the
+//! children are the same test re-run:
 //!
 //! ```text
 //! #[test]
-//! fn crash_child() {
-//!     raft_core::testing::crash::child_main(|dir| MyStore::open(dir));
-//! }
-//!
-//! #[test]
 //! fn crash_kills_lose_nothing_acknowledged() {
+//!     let open = |dir: &Path| MyStore::open(dir);
+//!     raft_core::testing::crash::child_main(open);
 //!     let dir = tempfile::tempdir().unwrap();
-//!     raft_core::testing::crash::run_kills("crash_child", dir.path(), |dir| MyStore::open(dir));
+//!     raft_core::testing::crash::run_kills("crash_kills_lose_nothing_acknowledged", dir.path(), open);
 //! }
 //! ```
 //!
