@@ -1,0 +1,205 @@
+//! The applier task: feeds committed records to the state machine in order, restores
+//! downloaded snapshots, and takes snapshots when `Config::snapshot_after_*` fire.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::task_messages::Done;
+use super::Metrics;
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::config::ValidatedConfig;
+use crate::io::{LogStore, SnapshotStore, StateMachine, StorageError};
+use crate::types::{Offset, OffsetAndEpoch, Record};
+
+pub(super) enum ApplyJob {
+    Records(Vec<Record>),
+    FromLog {
+        log: Arc<dyn LogStore>,
+        from: Offset,
+        to: Offset,
+    },
+    /// Open `reached` (every earlier job is done), then load snapshot `id` into the state
+    /// machine.
+    Restore {
+        id: OffsetAndEpoch,
+        reached: oneshot::Sender<()>,
+    },
+}
+
+/// When the applier takes a snapshot (`Config::snapshot_after_*`).
+pub(super) struct SnapshotTriggers {
+    pub(super) records: u64,
+    pub(super) bytes: u64,
+    pub(super) every: Duration,
+    /// When the last snapshot was taken or restored (or the applier started).
+    pub(super) last: std::time::Instant,
+    /// Applied since the last snapshot.
+    pub(super) records_since: u64,
+    pub(super) bytes_since: u64,
+}
+
+impl SnapshotTriggers {
+    pub(super) fn of(cfg: &ValidatedConfig) -> SnapshotTriggers {
+        SnapshotTriggers {
+            records: cfg.snapshot_after_records,
+            bytes: cfg.snapshot_after_bytes,
+            every: cfg.snapshot_after_time,
+            last: std::time::Instant::now(),
+            records_since: 0,
+            bytes_since: 0,
+        }
+    }
+
+    pub(super) fn applied(&mut self, records: &[Record]) {
+        self.records_since += records.len() as u64;
+        self.bytes_since += records.iter().map(|r| r.payload.len() as u64).sum::<u64>();
+    }
+
+    pub(super) fn due(&self) -> bool {
+        (self.records > 0 && self.records_since >= self.records)
+            || (self.bytes > 0 && self.bytes_since >= self.bytes)
+            || (!self.every.is_zero()
+                && self.records_since > 0
+                && self.last.elapsed() >= self.every)
+    }
+
+    pub(super) fn reset(&mut self) {
+        self.records_since = 0;
+        self.bytes_since = 0;
+        self.last = std::time::Instant::now();
+    }
+}
+
+pub(super) struct Applier {
+    pub(super) sm: Arc<dyn StateMachine>,
+    pub(super) snapshots: Arc<dyn SnapshotStore>,
+    pub(super) triggers: SnapshotTriggers,
+    pub(super) done: mpsc::Sender<Done>,
+    pub(super) metrics: Arc<Metrics>,
+}
+
+impl Applier {
+    pub(super) async fn read_log(
+        log: &dyn LogStore,
+        from: Offset,
+        to: Offset,
+    ) -> Result<Vec<Record>, StorageError> {
+        let mut all = Vec::new();
+        let mut next = from;
+        while next < to {
+            let chunk = log.read(next, to, 8 << 20).await?;
+            // A short or gapped read would silently skip records: the state machine must see
+            // every committed record exactly once, in order.
+            if chunk.first().map(|r| r.offset) != Some(next)
+                || chunk.windows(2).any(|w| w[1].offset != w[0].offset.next())
+            {
+                return Err(StorageError::Invalid(format!(
+                    "the log returned no contiguous records at {next} for the state machine"
+                )));
+            }
+            next = chunk.last().map_or(next, |r| r.offset.next());
+            all.extend(chunk);
+        }
+        Ok(all)
+    }
+
+    /// Applies one job; returns `false` once the applier must stop.
+    pub(super) async fn run_job(
+        &mut self,
+        job: ApplyJob,
+        last: &mut Option<OffsetAndEpoch>,
+        responses: &mut Vec<Bytes>,
+    ) -> bool {
+        let records = match job {
+            ApplyJob::Records(r) => r,
+            ApplyJob::FromLog { log, from, to } => match Self::read_log(&*log, from, to).await {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = self.done.send(Done::Applied(Err(e.to_string()))).await;
+                    return false;
+                }
+            },
+            ApplyJob::Restore { id, reached } => {
+                let _ = reached.send(());
+                let result = self.restore(id).await.map(|()| id);
+                let ok = result.is_ok();
+                if ok {
+                    *last = Some(id);
+                    self.triggers.reset();
+                }
+                return self.done.send(Done::Restored(result)).await.is_ok() && ok;
+            }
+        };
+        responses.clear();
+        if let Err(e) = self.sm.apply(&records, responses).await {
+            let _ = self.done.send(Done::Applied(Err(e.to_string()))).await;
+            return false;
+        }
+        self.metrics
+            .applied
+            .fetch_add(records.len() as u64, Ordering::Relaxed);
+        self.triggers.applied(&records);
+        if let Some(r) = records.last() {
+            *last = Some(OffsetAndEpoch::new(r.offset.next(), r.epoch));
+        }
+        let applied: Vec<(OffsetAndEpoch, Bytes)> = records
+            .iter()
+            .zip(responses.drain(..).chain(std::iter::repeat(Bytes::new())))
+            .map(|(r, resp)| (r.id(), resp))
+            .collect();
+        if self.done.send(Done::Applied(Ok(applied))).await.is_err() {
+            return false;
+        }
+        match *last {
+            Some(id) if self.triggers.due() => {
+                self.triggers.reset();
+                let result = self.take_snapshot(id).await;
+                let ok = result.is_ok();
+                self.done.send(Done::SnapshotTaken(result)).await.is_ok() && ok
+            }
+            _ => true,
+        }
+    }
+
+    pub(super) async fn restore(&self, id: OffsetAndEpoch) -> Result<(), String> {
+        let data = self
+            .snapshots
+            .load(id)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("snapshot {id:?} is not in the store"))?;
+        self.sm
+            .restore(id.offset, data)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Snapshots the state machine, which has applied exactly the records below `id.offset`.
+    pub(super) async fn take_snapshot(&self, id: OffsetAndEpoch) -> Result<OffsetAndEpoch, String> {
+        let data = self.sm.snapshot().await.map_err(|e| e.to_string())?;
+        self.snapshots
+            .save(id, data)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(id)
+    }
+}
+
+pub(super) fn spawn_applier(mut applier: Applier) -> mpsc::UnboundedSender<ApplyJob> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<ApplyJob>();
+    tokio::spawn(async move {
+        let mut responses = Vec::new();
+        // The id of the last record applied; a snapshot is taken only after this process
+        // applied at least one record (it then knows the epoch the snapshot ends with).
+        let mut last: Option<OffsetAndEpoch> = None;
+        while let Some(job) = rx.recv().await {
+            if !applier.run_job(job, &mut last, &mut responses).await {
+                return;
+            }
+        }
+    });
+    tx
+}

@@ -1,0 +1,401 @@
+//! The tokio driver: runs one [`Replica`] over the [`crate::io`] traits. This is what a library
+//! user embeds: [`Node::start`] with a log, an election store, a snapshot store, a transport and a
+//! state machine, then [`Node::propose`], [`Node::status`] and [`Node::shutdown`].
+//!
+//! One task owns the replica and follows the driver contract of [`crate::protocol`]. Around it:
+//! a log writer task (applies log operations in order and coalesces consecutive appends into one
+//! durable call: group commit), an election writer task, an applier task feeding the state
+//! machine (and taking snapshots of it when `Config`'s triggers fire), a snapshot writer task
+//! for downloads, and one short task per outgoing RPC. A bounded in-memory cache of the log's tail
+//! serves fetch responses and the applier without touching storage; older ranges are read from
+//! the log store. Every channel is bounded.
+
+mod applier;
+mod election_writer;
+mod forward;
+mod log_writer;
+mod outcome;
+mod replica_task;
+mod snapshot_writer;
+mod tail_cache;
+mod task_messages;
+mod waiters;
+
+pub use outcome::{Committed, WriteError};
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use applier::{spawn_applier, Applier, SnapshotTriggers};
+use bytes::Bytes;
+use election_writer::spawn_election_writer;
+use forward::Handler;
+use log_writer::spawn_log_writer;
+use replica_task::ReplicaTask;
+use snapshot_writer::spawn_snapshot_writer;
+use tail_cache::LogCache;
+use task_messages::Command;
+use tokio::sync::{mpsc, oneshot};
+use waiters::Waiters;
+
+use crate::config::ValidatedConfig;
+use crate::io::{
+    ElectionStore, LogState, LogStore, SnapshotStore, StateMachine, StorageError, Transport,
+};
+use crate::protocol::{Outputs, ReadFailure, Replica, Status, TransferError};
+use crate::types::{Instant, Offset, OffsetAndEpoch, ReplicaId};
+
+/// Options of the driver itself (the protocol's are in [`crate::Config`]).
+#[derive(Clone, Debug)]
+pub struct DriverOptions {
+    /// Seed of the protocol's PRNG (election timeouts). Use distinct seeds per replica.
+    pub seed: u64,
+    /// Bytes of recent log records kept in memory for fetch responses and the applier.
+    pub cache_bytes_max: usize,
+    /// Commands (proposals, status calls) queued for the replica task, at most.
+    pub command_queue_max: usize,
+    /// How long a graceful shutdown waits for the handover to be acknowledged.
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for DriverOptions {
+    fn default() -> Self {
+        DriverOptions {
+            seed: 0x5eed,
+            cache_bytes_max: 64 << 20,
+            command_queue_max: 16 * 1024,
+            shutdown_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What the driver needs from the outside world.
+pub struct Parts {
+    /// The replicated log.
+    pub log: Arc<dyn LogStore>,
+    /// The durable election state.
+    pub election: Arc<dyn ElectionStore>,
+    /// Peer RPCs.
+    pub transport: Arc<dyn Transport>,
+    /// The user's state machine (keep a clone of the `Arc` to query it).
+    pub state_machine: Arc<dyn StateMachine>,
+    /// State machine snapshots.
+    pub snapshots: Arc<dyn SnapshotStore>,
+}
+
+/// Why the node could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// Loading the log or the election state failed.
+    #[error("loading storage failed: {0}")]
+    Storage(#[from] StorageError),
+    /// The transport could not start serving.
+    #[error("starting the transport failed: {0}")]
+    Transport(#[from] crate::io::TransportError),
+    /// The state machine could not be restored from the latest snapshot.
+    #[error("restoring the state machine failed: {0}")]
+    Restore(#[from] crate::io::StateMachineError),
+    /// The state machine is behind the log's start and no snapshot covers the gap.
+    #[error("the state machine has applied up to {applied} but the log starts at {log_start} and no snapshot covers the gap")]
+    MissingSnapshot {
+        /// Where the state machine is.
+        applied: Offset,
+        /// Where the log starts.
+        log_start: Offset,
+    },
+}
+
+/// Counters a metrics exporter can read at any time.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Proposals accepted by the leader.
+    pub proposals: AtomicU64,
+    /// Proposals refused.
+    pub proposals_refused: AtomicU64,
+    /// Records applied to the state machine.
+    pub applied: AtomicU64,
+    /// Log append calls (each one durable sync, possibly for many records).
+    pub log_syncs: AtomicU64,
+    /// Records appended to the log.
+    pub log_records: AtomicU64,
+    /// Election-state saves.
+    pub election_saves: AtomicU64,
+    /// Outgoing RPCs.
+    pub rpcs_sent: AtomicU64,
+    /// Outgoing RPCs that failed (timeout, unreachable).
+    pub rpcs_failed: AtomicU64,
+    /// Inbound RPCs handled.
+    pub rpcs_received: AtomicU64,
+    /// Role changes.
+    pub role_changes: AtomicU64,
+    /// Snapshots of the state machine taken locally.
+    pub snapshots_taken: AtomicU64,
+    /// Snapshots downloaded from a leader and installed.
+    pub snapshots_installed: AtomicU64,
+    /// Snapshot chunks served to followers.
+    pub snapshot_chunks_served: AtomicU64,
+}
+
+/// How a read is served (decisions D6).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum ReadMode {
+    /// Linearizable: a read offset confirmed by the leader's round (the default).
+    Linearizable,
+    /// Linearizable while the leader holds a lease, without a round; needs `lease_reads`.
+    Lease,
+    /// The local applied state: never uncommitted, possibly stale.
+    Sequential,
+}
+
+/// Permission to query the local state machine.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ReadPermit {
+    /// The state machine has applied every record below this offset; for a linearizable read,
+    /// every write acknowledged before the read began is below it.
+    pub offset: Offset,
+    /// For sequential reads: how long since this replica last heard from the leader (none for
+    /// the leader itself or when it never did).
+    pub since_leader_contact: Option<Duration>,
+}
+
+/// Why a read could not be served. Every variant is retriable.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// No leader was known before the deadline.
+    #[error("no leader known")]
+    NoLeader,
+    /// The read was not confirmed before the deadline.
+    #[error("read not confirmed before its deadline")]
+    Timeout,
+    /// Lease reads are not enabled in the configuration.
+    #[error("lease reads are not enabled")]
+    LeaseDisabled,
+    /// The node is shutting down.
+    #[error("shutting down")]
+    ShuttingDown,
+}
+
+impl From<ReadFailure> for ReadError {
+    fn from(f: ReadFailure) -> ReadError {
+        match f {
+            ReadFailure::NoLeader => ReadError::NoLeader,
+            ReadFailure::Timeout => ReadError::Timeout,
+            _ => ReadError::ShuttingDown,
+        }
+    }
+}
+
+/// A running replica. Cheap to clone; every clone talks to the same task.
+#[derive(Clone)]
+pub struct Node {
+    id: ReplicaId,
+    commands: mpsc::Sender<Command>,
+    metrics: Arc<Metrics>,
+}
+
+impl Node {
+    /// Loads storage, starts the transport with this node as its request handler, and spawns
+    /// the replica task on the current tokio runtime.
+    pub async fn start(
+        cfg: ValidatedConfig,
+        parts: Parts,
+        options: DriverOptions,
+    ) -> Result<Node, StartError> {
+        let election = parts.election.load().await?;
+        let snapshot = parts.snapshots.latest().await?;
+        let mut log_state = parts.log.state().await?;
+        if let Some(snap) = snapshot {
+            if !log_continues_snapshot(&log_state, snap.id) {
+                // A crash between completing a downloaded snapshot and resetting the log (or
+                // a log that was behind it): the snapshot is committed state, the log is not.
+                parts.log.reset(snap.id).await?;
+                log_state = parts.log.state().await?;
+            }
+        }
+        let mut applied = parts.state_machine.applied().await;
+        if let Some(snap) = snapshot.filter(|s| s.id.offset > applied) {
+            let data =
+                parts.snapshots.load(snap.id).await?.ok_or_else(|| {
+                    StorageError::Invalid(format!("snapshot {:?} vanished", snap.id))
+                })?;
+            parts.state_machine.restore(snap.id.offset, data).await?;
+            applied = snap.id.offset;
+        }
+        if applied < log_state.start {
+            return Err(StartError::MissingSnapshot {
+                applied,
+                log_start: log_state.start,
+            });
+        }
+        let clock = tokio::time::Instant::now();
+        let replica = Replica::new(
+            cfg.clone(),
+            election,
+            &log_state,
+            snapshot.map(|s| s.id),
+            options.seed,
+            Instant(0),
+        );
+        let (cmd_tx, cmd_rx) = mpsc::channel(options.command_queue_max);
+        let (inbound_tx, inbound_rx) = mpsc::channel(1024);
+        let (done_tx, done_rx) = mpsc::channel(4096);
+        let metrics = Arc::new(Metrics::default());
+        parts
+            .transport
+            .serve(Arc::new(Handler {
+                inbound: inbound_tx,
+                commands: cmd_tx.clone(),
+            }))
+            .await?;
+        let log_writer = spawn_log_writer(parts.log.clone(), done_tx.clone(), metrics.clone());
+        let election_writer =
+            spawn_election_writer(parts.election.clone(), done_tx.clone(), metrics.clone());
+        let applier = spawn_applier(Applier {
+            sm: parts.state_machine.clone(),
+            snapshots: parts.snapshots.clone(),
+            triggers: SnapshotTriggers::of(&cfg),
+            done: done_tx.clone(),
+            metrics: metrics.clone(),
+        });
+        let snapshot_writer = spawn_snapshot_writer(parts.snapshots.clone(), done_tx.clone());
+        let task = ReplicaTask {
+            cfg,
+            options,
+            replica,
+            clock,
+            parts,
+            out: Outputs::default(),
+            cache: LogCache::new(log_state.end.offset),
+            responders: HashMap::new(),
+            next_inbound: 1,
+            waiters: Waiters::default(),
+            apply_sent: applied,
+            applied,
+            high_watermark: Offset::ZERO,
+            log_writer,
+            election_writer,
+            applier,
+            snapshot_writer,
+            done_tx,
+            metrics: metrics.clone(),
+            failed: None,
+            shutdown: None,
+            reads: HashMap::new(),
+            next_read: 1,
+            transfer: None,
+        };
+        let id = task.cfg.id;
+        tokio::spawn(task.run(cmd_rx, inbound_rx, done_rx));
+        Ok(Node {
+            id,
+            commands: cmd_tx,
+            metrics,
+        })
+    }
+
+    /// This replica's id.
+    pub fn id(&self) -> ReplicaId {
+        self.id
+    }
+
+    /// Proposes a record and waits until it is committed and applied on this replica (the
+    /// leader), returning the state machine's response.
+    pub async fn propose(&self, payload: Bytes) -> Result<Committed, WriteError> {
+        let (reply, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Propose { payload, reply })
+            .await
+            .map_err(|_| WriteError::ShuttingDown)?;
+        rx.await.unwrap_or(Err(WriteError::ShuttingDown))
+    }
+
+    /// Writes on any replica: proposes on the leader, or forwards to the leader this replica
+    /// knows. Fails with `Refused(NotLeader)` (retriable) while no leader is known.
+    pub async fn write(&self, payload: Bytes) -> Result<Committed, WriteError> {
+        let (reply, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Write { payload, reply })
+            .await
+            .map_err(|_| WriteError::ShuttingDown)?;
+        rx.await.unwrap_or(Err(WriteError::ShuttingDown))
+    }
+
+    /// A read barrier: returns once the local state machine may be queried for `mode`, on any
+    /// replica (leader, follower or observer). Concurrent reads share one ReadIndex request and
+    /// one confirmation round.
+    ///
+    /// ```no_run
+    /// # async fn demo(node: raft_core::driver::Node) -> Result<(), raft_core::driver::ReadError> {
+    /// use raft_core::driver::ReadMode;
+    /// // On a follower: ask the leader for a confirmed read offset, wait until applied...
+    /// let permit = node.read(ReadMode::Linearizable).await?;
+    /// // ...then query the local state machine: it reflects every write acknowledged before.
+    /// println!("reading at offset {}", permit.offset);
+    /// # Ok(()) }
+    /// ```
+    pub async fn read(&self, mode: ReadMode) -> Result<ReadPermit, ReadError> {
+        let (reply, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Read { mode, reply })
+            .await
+            .map_err(|_| ReadError::ShuttingDown)?;
+        rx.await.unwrap_or(Err(ReadError::ShuttingDown))
+    }
+
+    /// The replica's status: role, epoch, leader, high watermark, per-voter progress.
+    pub async fn status(&self) -> Option<Status> {
+        let (reply, rx) = oneshot::channel();
+        self.commands.send(Command::Status { reply }).await.ok()?;
+        rx.await.ok()
+    }
+
+    /// Hands leadership to voter `to` (on the leader): new writes are refused while the target
+    /// catches up, then this replica resigns with `to` as its preferred successor and `to`
+    /// campaigns at once. Returns once the handover has started; the target is normally leader
+    /// one vote round later. Fails if this replica does not lead, `to` is not another voter, or
+    /// the target does not catch up within one election timeout (the leader then carries on).
+    pub async fn transfer_leadership(&self, to: ReplicaId) -> Result<(), TransferError> {
+        let (reply, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Transfer { to, reply })
+            .await
+            .map_err(|_| TransferError::ShuttingDown)?;
+        rx.await.unwrap_or(Err(TransferError::ShuttingDown))
+    }
+
+    /// Counters for a metrics exporter.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Resigns gracefully (a leader hands over to its preferred successor), waits for the
+    /// handover within the configured timeout, then stops the task and the transport.
+    pub async fn shutdown(&self) {
+        let (reply, rx) = oneshot::channel();
+        if self
+            .commands
+            .send(Command::Shutdown { reply })
+            .await
+            .is_ok()
+        {
+            let _ = rx.await;
+        }
+    }
+}
+
+/// Whether `log` carries on from snapshot `id`: the snapshot's end lies inside it and the
+/// record before that end has the snapshot's epoch.
+fn log_continues_snapshot(log: &LogState, id: OffsetAndEpoch) -> bool {
+    if id.offset < log.start || id.offset > log.end.offset {
+        return false;
+    }
+    if id.offset == log.start {
+        return log.start_epoch == id.epoch;
+    }
+    let before = Offset(id.offset.0 - 1);
+    let idx = log.epochs.partition_point(|e| e.start <= before);
+    idx > 0 && log.epochs[idx - 1].epoch == id.epoch
+}

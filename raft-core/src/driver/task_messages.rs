@@ -1,0 +1,68 @@
+//! The messages the replica task receives: commands from [`super::Node`], inbound RPCs, and
+//! completions from the writer, applier and RPC tasks.
+
+use super::outcome::{Committed, WriteError};
+use super::{ReadError, ReadMode, ReadPermit};
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use crate::io::StorageError;
+use crate::message::{Request, RequestId, Response};
+use crate::protocol::{LogSeq, PersistSeq, Status, TransferError};
+use crate::types::{OffsetAndEpoch, Record, ReplicaId};
+
+pub(super) enum Command {
+    Write {
+        payload: Bytes,
+        reply: oneshot::Sender<Result<Committed, WriteError>>,
+    },
+    Read {
+        mode: ReadMode,
+        reply: oneshot::Sender<Result<ReadPermit, ReadError>>,
+    },
+    Propose {
+        payload: Bytes,
+        reply: oneshot::Sender<Result<Committed, WriteError>>,
+    },
+    Status {
+        reply: oneshot::Sender<Status>,
+    },
+    Transfer {
+        to: ReplicaId,
+        reply: oneshot::Sender<Result<(), TransferError>>,
+    },
+    Shutdown {
+        reply: oneshot::Sender<()>,
+    },
+}
+
+pub(super) struct Inbound {
+    pub(super) from: ReplicaId,
+    pub(super) request: Request,
+    pub(super) reply: oneshot::Sender<Response>,
+}
+
+pub(super) enum Done {
+    Rpc {
+        to: ReplicaId,
+        id: RequestId,
+        result: Result<Response, crate::io::TransportError>,
+    },
+    Log(Result<LogSeq, StorageError>),
+    Election(Result<PersistSeq, StorageError>),
+    Applied(Result<Vec<(OffsetAndEpoch, Bytes)>, String>),
+    OldRecords {
+        to: ReplicaId,
+        id: RequestId,
+        response: Response,
+        records: Result<Vec<Record>, StorageError>,
+    },
+    /// A response whose data came from storage.
+    Filled {
+        id: RequestId,
+        response: Result<Response, StorageError>,
+    },
+    SnapshotTaken(Result<OffsetAndEpoch, String>),
+    Restored(Result<OffsetAndEpoch, String>),
+    SnapshotDownloaded(Result<(OffsetAndEpoch, bool), StorageError>),
+}
