@@ -376,7 +376,8 @@ pub enum ProposeError {
 /// Counters of things that are not errors but worth seeing: stale, duplicate or refused input.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Responses that matched no in-flight request (late, duplicated, or from a past role).
+    /// Responses that matched no in-flight request (late, duplicated, or from a past role), or
+    /// that were dropped because they came from an older epoch or contradicted the leader.
     pub stale_responses: u64,
     /// Requests refused with an error code.
     pub refused_requests: u64,
@@ -424,6 +425,19 @@ pub struct Status {
     pub voters: Vec<ReplicaProgress>,
     /// Time since the last successful fetch from the leader (followers and observers).
     pub since_leader_contact: Option<std::time::Duration>,
+}
+
+/// What KRaft's common response handling decided about a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CommonResponse {
+    /// The response-specific handler runs.
+    Handle,
+    /// The response moved this replica to another role or epoch; the requests of the old role
+    /// are forgotten with it.
+    Transitioned,
+    /// Stale (an older epoch) or contradicting this replica's leader: dropped. The request's
+    /// in-flight slot is freed all the same.
+    Dropped,
 }
 
 #[derive(Debug, Clone)]
@@ -666,7 +680,7 @@ impl Replica {
             Input::Response { from, id, response } => {
                 self.handle_response(now, from, id, response, out)
             }
-            Input::RequestFailed { to, id } => self.handle_request_failed(now, to, id, out),
+            Input::RequestFailed { to, id } => self.handle_request_failed(now, to, id),
             Input::ElectionPersisted(seq) => self.handle_election_persisted(seq, out),
             Input::LogPersisted(seq) => {
                 self.log.persisted(seq);
@@ -1076,8 +1090,17 @@ impl Replica {
             return;
         }
         // KRaft's common response handling: learn a newer epoch or an unknown leader first.
-        if !self.maybe_transition_from_response(now, from, &response, out) {
-            return;
+        match self.maybe_transition_from_response(now, from, &response, out) {
+            CommonResponse::Handle => {}
+            CommonResponse::Transitioned => return,
+            CommonResponse::Dropped => {
+                // The request is answered even though its answer is of no use: whatever the
+                // outcome, its role must be free to send the next one, or an observer probing a
+                // voter at an older epoch would never probe again.
+                self.stats.stale_responses += 1;
+                self.request_ended(now, from, id, sent.kind);
+                return;
+            }
         }
         match response {
             Response::Vote(r) => self.handle_vote_response(now, from, r, out),
@@ -1102,13 +1125,7 @@ impl Replica {
         }
     }
 
-    fn handle_request_failed(
-        &mut self,
-        now: Instant,
-        to: ReplicaId,
-        id: RequestId,
-        out: &mut Outputs,
-    ) {
+    fn handle_request_failed(&mut self, now: Instant, to: ReplicaId, id: RequestId) {
         let Some(sent) = self.in_flight.remove(&id) else {
             self.stats.stale_responses += 1;
             return;
@@ -1117,8 +1134,15 @@ impl Replica {
             self.stats.stale_responses += 1;
             return;
         }
+        self.request_ended(now, to, id, sent.kind);
+    }
+
+    /// Frees the in-flight slot of the current role's request `id` to `to` of this `kind`,
+    /// which ended without a usable answer (it failed, or its response was dropped), and
+    /// schedules the retry after the backoff.
+    fn request_ended(&mut self, now: Instant, to: ReplicaId, id: RequestId, kind: RpcKind) {
         let retry = now.plus(self.cfg.retry_backoff);
-        match (&mut self.role, sent.kind) {
+        match (&mut self.role, kind) {
             (RoleState::Prospective { tally, .. }, RpcKind::Vote)
             | (RoleState::Candidate { tally, .. }, RpcKind::Vote) => {
                 tally.retry_at.insert(to, retry);
@@ -1146,18 +1170,17 @@ impl Replica {
             (_, RpcKind::ReadIndex) => self.read_index_failed(now, id),
             _ => {}
         }
-        let _ = out;
     }
 
-    /// KRaft's `maybeHandleCommonResponse`. Returns whether the response-specific handler
-    /// should still run.
+    /// KRaft's `maybeHandleCommonResponse`: says whether the response-specific handler should
+    /// still run, or why not.
     fn maybe_transition_from_response(
         &mut self,
         now: Instant,
         from: ReplicaId,
         response: &Response,
         out: &mut Outputs,
-    ) -> bool {
+    ) -> CommonResponse {
         let (epoch, leader) = response.epoch_and_leader();
         let me = self.cfg.id;
         if epoch > self.election.epoch {
@@ -1165,18 +1188,22 @@ impl Replica {
                 Some(l) if l != me => self.become_follower(now, epoch, l, out),
                 _ => self.become_unattached(now, epoch, out),
             }
-            return false;
+            return CommonResponse::Transitioned;
         }
         if epoch < self.election.epoch {
             // Stale, except that a vote refusal from a lagging voter still counts as a refusal.
-            return matches!(response, Response::Vote(_));
+            return if matches!(response, Response::Vote(_)) {
+                CommonResponse::Handle
+            } else {
+                CommonResponse::Dropped
+            };
         }
         if let Some(l) = leader {
             if l == me {
                 if !matches!(self.role, RoleState::Leader(_) | RoleState::Resigned(_)) {
                     self.report_inconsistent(from, epoch, leader, out);
                 }
-                return true;
+                return CommonResponse::Handle;
             }
             match self.election.leader {
                 None => {
@@ -1184,19 +1211,23 @@ impl Replica {
                     // another in its own epoch (KAFKA-18379).
                     if matches!(self.role, RoleState::Resigned(_) | RoleState::Leader(_)) {
                         self.report_inconsistent(from, epoch, leader, out);
-                        return false;
+                        return CommonResponse::Dropped;
                     }
                     self.become_follower(now, epoch, l, out);
-                    return matches!(response, Response::Fetch(_) | Response::FetchSnapshot(_));
+                    return if matches!(response, Response::Fetch(_) | Response::FetchSnapshot(_)) {
+                        CommonResponse::Handle
+                    } else {
+                        CommonResponse::Transitioned
+                    };
                 }
                 Some(known) if known != l => {
                     self.report_inconsistent(from, epoch, leader, out);
-                    return false;
+                    return CommonResponse::Dropped;
                 }
                 Some(_) => {}
             }
         }
-        true
+        CommonResponse::Handle
     }
 
     fn report_inconsistent(
