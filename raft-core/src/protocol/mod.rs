@@ -30,13 +30,27 @@
 //!    * After taking and durably saving a snapshot of the applied state, step
 //!      [`Input::SnapshotTaken`]; the core then purges the log prefix it covers.
 //!    * [`Outputs::events`]: role changes and lost proposals, for the embedding application.
+//!
+//! # Where things are
+//!
+//! This file holds the driver contract, the inputs and outputs, the [`Replica`] value and
+//! [`Replica::step`], which dispatches every input. Each role's state is in `roles.rs` (with the
+//! transitions to Unattached and Follower), its timers in `timers.rs`, what every role shares
+//! (sending, holding messages until durable, common response handling) in `common.rs`, and
+//! getters and status in `status.rs`. The protocols: `election.rs` (Vote, pre-vote,
+//! BeginQuorumEpoch, resignation), `replication.rs` (proposals and Fetch on both sides),
+//! `read.rs`, `snapshot.rs`, `transfer.rs`; `log.rs` is the core's view of its log.
 
+mod common;
 mod election;
 mod log;
 mod read;
 mod replication;
 mod rng;
+mod roles;
 mod snapshot;
+mod status;
+mod timers;
 mod transfer;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,19 +59,20 @@ use bytes::Bytes;
 
 use crate::config::ValidatedConfig;
 use crate::io::LogState;
-use crate::message::{
-    EpochResponse, ErrorCode, ReadBarrier, ReplicaProgress, Request, RequestId, Response, RpcKind,
-};
+use crate::message::{ErrorCode, Request, RequestId, Response};
 use crate::types::{
     ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, ReplicaId, Role,
 };
 
+use self::common::{CommonResponse, InFlight};
 pub use self::log::LogSeq;
 use self::log::LogView;
-use self::read::{LeaderRead, LocalRead, ReadSource, Reads};
+use self::read::{LocalRead, Reads};
 pub use self::read::{ReadFailure, ReadId, ReadMode};
+pub use self::replication::ProposeError;
 use self::rng::Rng;
-use self::transfer::Transfer;
+use self::roles::{LeaderState, ParkedFetch, Progress, ResignedState, RoleState, Tally};
+pub use self::status::{Stats, Status};
 pub use self::transfer::TransferError;
 
 /// Sequence number of an election-state persist the core asked for.
@@ -333,217 +348,6 @@ impl Outputs {
     }
 }
 
-/// Why a proposal was refused.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ProposeError {
-    /// Only the leader accepts proposals.
-    #[error("not the leader (epoch {epoch}, leader {leader:?})")]
-    NotLeader {
-        /// This replica's epoch.
-        epoch: Epoch,
-        /// The leader it knows.
-        leader: Option<ReplicaId>,
-    },
-    /// The leader has not yet committed in its epoch; retry shortly.
-    #[error("the leader has not committed in its epoch yet")]
-    NotReady,
-    /// Too many proposals are pending.
-    #[error("proposal queue is full ({max} pending)")]
-    QueueFull {
-        /// The configured bound.
-        max: u32,
-    },
-    /// The payload is larger than allowed.
-    #[error("payload of {len} bytes exceeds the limit of {max}")]
-    TooLarge {
-        /// The payload length.
-        len: usize,
-        /// The configured limit.
-        max: u32,
-    },
-    /// The replica is resigning.
-    #[error("shutting down")]
-    ShuttingDown,
-    /// The leader is handing leadership to `to`; retry with the new leader.
-    #[error("leadership is being transferred to {to}")]
-    Transferring {
-        /// The transfer's target.
-        to: ReplicaId,
-    },
-}
-
-/// Counters of things that are not errors but worth seeing: stale, duplicate or refused input.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Responses that matched no in-flight request (late, duplicated, or from a past role).
-    pub stale_responses: u64,
-    /// Requests refused with an error code.
-    pub refused_requests: u64,
-    /// Fetch responses whose records did not fit the log (dropped).
-    pub bad_records: u64,
-    /// Diverging-epoch answers that would have truncated committed data (ignored).
-    pub unsafe_truncations: u64,
-    /// Peer messages that contradicted this replica's leader for an epoch.
-    pub inconsistent_leaders: u64,
-    /// Elections started (pre-vote rounds and candidacies).
-    pub elections: u64,
-    /// Snapshot ids or chunks that could not be used (not ahead of the high watermark, out of
-    /// order, or inconsistent with the download).
-    pub bad_snapshots: u64,
-    /// Snapshot downloads that failed verification and restarted.
-    pub snapshot_restarts: u64,
-    /// Snapshots installed from a leader.
-    pub snapshots_installed: u64,
-}
-
-/// A snapshot of the replica's state for status pages and tests.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Status {
-    /// This replica.
-    pub id: ReplicaId,
-    /// Released role.
-    pub role: Role,
-    /// Released epoch.
-    pub epoch: Epoch,
-    /// Released leader.
-    pub leader: Option<ReplicaId>,
-    /// The high watermark this replica knows.
-    pub high_watermark: Offset,
-    /// Log end offset and last epoch.
-    pub log_end: OffsetAndEpoch,
-    /// The first offset in the log.
-    pub log_start: Offset,
-    /// The newest snapshot this replica holds.
-    pub snapshot: Option<OffsetAndEpoch>,
-    /// Durable log end offset.
-    pub durable_end: Offset,
-    /// Applied offset reported by the driver.
-    pub applied: Offset,
-    /// Per-voter progress (leader only).
-    pub voters: Vec<ReplicaProgress>,
-    /// Time since the last successful fetch from the leader (followers and observers).
-    pub since_leader_contact: Option<std::time::Duration>,
-}
-
-#[derive(Debug, Clone)]
-struct InFlight {
-    to: ReplicaId,
-    kind: RpcKind,
-}
-
-#[derive(Debug, Default, Clone)]
-struct Tally {
-    granted: BTreeSet<ReplicaId>,
-    rejected: BTreeSet<ReplicaId>,
-    /// Voters whose request failed, to retry at the given time.
-    retry_at: BTreeMap<ReplicaId, Instant>,
-    /// The previous leader invited this election (EndQuorumEpoch).
-    invited: bool,
-}
-
-#[derive(Debug)]
-struct FollowerState {
-    leader: ReplicaId,
-    fetch_deadline: Instant,
-    last_fetch_ok: Option<Instant>,
-    fetch_in_flight: bool,
-    next_fetch_at: Instant,
-    barrier_seen: ReadBarrier,
-    /// The leader invited an election (EndQuorumEpoch): the next one carries the flag.
-    invited: bool,
-}
-
-#[derive(Debug, Clone, Default)]
-struct Progress {
-    end: Option<Offset>,
-    last_fetch: Option<Instant>,
-    barrier_acked: ReadBarrier,
-    /// D6 lease: the raise time of the newest barrier this replica echoed. Its echo proves it
-    /// received a fetch response sent after that time, and reset its fetch timer then.
-    lease_anchor: Option<Instant>,
-}
-
-#[derive(Debug)]
-struct ParkedFetch {
-    from: ReplicaId,
-    id: RequestId,
-    fetch_offset: Offset,
-    hwm_seen: Option<Offset>,
-    barrier_seen: ReadBarrier,
-    max_bytes: u32,
-    deadline: Instant,
-}
-
-#[derive(Debug)]
-struct LeaderState {
-    epoch_start: Offset,
-    /// The high watermark passed `epoch_start`: the leader has committed in its epoch.
-    established: bool,
-    voters: BTreeMap<ReplicaId, Progress>,
-    observers: BTreeMap<ReplicaId, Progress>,
-    check_quorum_contacts: BTreeSet<ReplicaId>,
-    check_quorum_deadline: Instant,
-    begin_quorum_next: Instant,
-    begin_in_flight: BTreeSet<ReplicaId>,
-    parked: Vec<ParkedFetch>,
-    accumulator: Vec<Record>,
-    accumulated_bytes: usize,
-    linger_deadline: Option<Instant>,
-    read_barrier: ReadBarrier,
-    /// Reads waiting for their barrier's round.
-    reads: Vec<LeaderRead>,
-    /// Reads waiting for the leader to commit in its epoch.
-    unestablished_reads: Vec<ReadSource>,
-    /// When recent barriers were raised (ascending, bounded), for lease anchors.
-    barrier_raised_at: std::collections::VecDeque<(ReadBarrier, Instant)>,
-    /// A leadership transfer in progress.
-    transfer: Option<Transfer>,
-}
-
-#[derive(Debug)]
-struct ResignedState {
-    deadline: Instant,
-    successors: Vec<ReplicaId>,
-    acked: BTreeSet<ReplicaId>,
-    in_flight: BTreeSet<ReplicaId>,
-    retry_at: Instant,
-}
-
-#[derive(Debug)]
-enum RoleState {
-    Unattached {
-        deadline: Instant,
-        probe_at: Instant,
-        probing: bool,
-    },
-    Prospective {
-        deadline: Instant,
-        tally: Tally,
-        leader: Option<ReplicaId>,
-    },
-    Candidate {
-        deadline: Instant,
-        tally: Tally,
-    },
-    Leader(Box<LeaderState>),
-    Follower(FollowerState),
-    Resigned(ResignedState),
-}
-
-impl RoleState {
-    fn role(&self) -> Role {
-        match self {
-            RoleState::Unattached { .. } => Role::Unattached,
-            RoleState::Prospective { .. } => Role::Prospective,
-            RoleState::Candidate { .. } => Role::Candidate,
-            RoleState::Leader(_) => Role::Leader,
-            RoleState::Follower(_) => Role::Follower,
-            RoleState::Resigned(_) => Role::Resigned,
-        }
-    }
-}
-
 /// One replica's protocol state. See the module documentation for the driver contract.
 #[derive(Debug)]
 pub struct Replica {
@@ -666,7 +470,7 @@ impl Replica {
             Input::Response { from, id, response } => {
                 self.handle_response(now, from, id, response, out)
             }
-            Input::RequestFailed { to, id } => self.handle_request_failed(now, to, id, out),
+            Input::RequestFailed { to, id } => self.handle_request_failed(now, to, id),
             Input::ElectionPersisted(seq) => self.handle_election_persisted(seq, out),
             Input::LogPersisted(seq) => {
                 self.log.persisted(seq);
@@ -694,329 +498,6 @@ impl Replica {
         self.leader_poll_transfer(now, out);
         self.leader_poll_reads(now, out);
         self.poll_reads(now, out);
-    }
-
-    /// The earliest time at which [`Replica::step`] with [`Input::Tick`] has work to do.
-    pub fn next_deadline(&self) -> Instant {
-        self.role_deadline().min(self.reads_deadline())
-    }
-
-    fn role_deadline(&self) -> Instant {
-        match &self.role {
-            RoleState::Unattached {
-                deadline,
-                probe_at,
-                probing,
-            } => {
-                if self.cfg.is_voter() {
-                    *deadline
-                } else if *probing {
-                    Instant::NEVER
-                } else {
-                    *probe_at
-                }
-            }
-            RoleState::Prospective {
-                deadline, tally, ..
-            }
-            | RoleState::Candidate { deadline, tally } => tally
-                .retry_at
-                .values()
-                .copied()
-                .fold(*deadline, Instant::min),
-            RoleState::Follower(f) => {
-                let mut d = f.fetch_deadline;
-                if !f.fetch_in_flight && self.log.all_durable() {
-                    d = d.min(f.next_fetch_at);
-                }
-                d
-            }
-            RoleState::Leader(l) => {
-                let mut d = l.begin_quorum_next;
-                if self.cfg.check_quorum && self.cfg.voters.len() > 1 {
-                    d = d.min(l.check_quorum_deadline);
-                }
-                if let Some(linger) = l.linger_deadline {
-                    d = d.min(linger);
-                }
-                if let Some(t) = &l.transfer {
-                    d = d.min(t.deadline);
-                }
-                l.parked.iter().map(|p| p.deadline).fold(d, Instant::min)
-            }
-            RoleState::Resigned(r) => r.deadline.min(r.retry_at),
-        }
-    }
-
-    /// Accepts a client record on the leader and tells its `(offset, epoch)`. The record is
-    /// appended with the current batch (see `append_linger`) and commits when the high watermark
-    /// passes it, unless a leader change truncates it first.
-    pub fn propose(
-        &mut self,
-        now: Instant,
-        payload: Bytes,
-        out: &mut Outputs,
-    ) -> Result<OffsetAndEpoch, ProposeError> {
-        if self.resigning {
-            return Err(ProposeError::ShuttingDown);
-        }
-        let epoch = self.election.epoch;
-        let max_payload = self.cfg.payload_bytes_max;
-        let pending_max = self.cfg.pending_proposals_max;
-        let linger = self.cfg.append_linger;
-        let log_end = self.log.end;
-        let hwm = self.high_watermark;
-        let RoleState::Leader(l) = &mut self.role else {
-            return Err(ProposeError::NotLeader {
-                epoch,
-                leader: self.election.leader,
-            });
-        };
-        if self.persisted_seq < self.persist_seq {
-            return Err(ProposeError::NotReady);
-        }
-        if let Some(t) = l.transfer {
-            return Err(ProposeError::Transferring { to: t.to });
-        }
-        if payload.len() > max_payload as usize {
-            return Err(ProposeError::TooLarge {
-                len: payload.len(),
-                max: max_payload,
-            });
-        }
-        let pending = (log_end.0 - hwm.0) + l.accumulator.len() as u64;
-        if pending >= u64::from(pending_max) {
-            return Err(ProposeError::QueueFull { max: pending_max });
-        }
-        let offset = log_end.plus(l.accumulator.len() as u64);
-        l.accumulated_bytes += payload.len();
-        l.accumulator.push(Record {
-            offset,
-            epoch,
-            kind: crate::RecordKind::Data,
-            payload,
-        });
-        if l.linger_deadline.is_none() {
-            l.linger_deadline = Some(now.plus(linger));
-        }
-        if self.leader_batch_full() {
-            self.leader_flush(now, out);
-        }
-        Ok(OffsetAndEpoch::new(offset, epoch))
-    }
-
-    /// This replica's id.
-    pub fn id(&self) -> ReplicaId {
-        self.cfg.id
-    }
-
-    /// The released role (durable transitions are released once persisted).
-    pub fn role(&self) -> Role {
-        self.released.0
-    }
-
-    /// The released epoch.
-    pub fn epoch(&self) -> Epoch {
-        self.released.1.epoch
-    }
-
-    /// The released leader.
-    pub fn leader(&self) -> Option<ReplicaId> {
-        self.released.1.leader
-    }
-
-    /// The newest read barrier this replica raised as leader (zero otherwise): how many
-    /// confirmation rounds it started in its epoch.
-    pub fn read_barrier(&self) -> ReadBarrier {
-        match &self.role {
-            RoleState::Leader(l) => l.read_barrier,
-            _ => ReadBarrier::default(),
-        }
-    }
-
-    /// The high watermark this replica knows: every record below it is committed.
-    pub fn high_watermark(&self) -> Offset {
-        self.high_watermark
-    }
-
-    /// The log's end offset and last epoch, as the core sees it.
-    pub fn log_end(&self) -> OffsetAndEpoch {
-        self.log.end_and_epoch()
-    }
-
-    /// The end of the durable part of the log.
-    pub fn durable_end(&self) -> Offset {
-        self.log.durable_end
-    }
-
-    /// The election state the core currently holds (durable once the pending persist lands).
-    pub fn election_state(&self) -> ElectionState {
-        self.election
-    }
-
-    /// The epoch of the record at `offset` according to the core's epoch history.
-    pub fn epoch_at(&self, offset: Offset) -> Option<Epoch> {
-        self.log.epoch_at(offset)
-    }
-
-    /// The validated configuration this replica runs with.
-    pub fn config(&self) -> &ValidatedConfig {
-        &self.cfg
-    }
-
-    /// The snapshot download in progress, if any: its id and the bytes received so far.
-    pub fn snapshot_download(&self) -> Option<(OffsetAndEpoch, u64)> {
-        self.download.as_ref().map(|d| (d.id, d.position))
-    }
-
-    /// Counters of stale and refused input.
-    pub fn stats(&self) -> &Stats {
-        &self.stats
-    }
-
-    /// A status snapshot.
-    pub fn status(&self, now: Instant) -> Status {
-        let voters = match &self.role {
-            RoleState::Leader(l) => l
-                .voters
-                .iter()
-                .map(|(id, p)| ReplicaProgress {
-                    replica: *id,
-                    end_offset: if *id == self.cfg.id {
-                        Some(self.log.durable_end)
-                    } else {
-                        p.end
-                    },
-                    since_last_fetch: p.last_fetch.map(|t| now.since(t)),
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
-        Status {
-            id: self.cfg.id,
-            role: self.role(),
-            epoch: self.epoch(),
-            leader: self.leader(),
-            high_watermark: self.high_watermark,
-            log_end: self.log.end_and_epoch(),
-            log_start: self.log.start,
-            snapshot: self.snapshot,
-            durable_end: self.log.durable_end,
-            applied: self.applied,
-            voters,
-            since_leader_contact: match &self.role {
-                RoleState::Follower(f) => f.last_fetch_ok.map(|t| now.since(t)),
-                _ => None,
-            },
-        }
-    }
-
-    // ----- plumbing shared by every role -----
-
-    fn election_timeout(&mut self) -> std::time::Duration {
-        let t = self.cfg.election_timeout;
-        let extra = self.rng.below(t.as_nanos().min(u64::MAX as u128) as u64);
-        t + std::time::Duration::from_nanos(extra)
-    }
-
-    fn send_request(&mut self, to: ReplicaId, request: Request, out: &mut Outputs) -> RequestId {
-        let id = RequestId(self.next_request);
-        self.next_request += 1;
-        self.in_flight.insert(
-            id,
-            InFlight {
-                to,
-                kind: request.kind(),
-            },
-        );
-        self.emit(Outgoing::Request { to, id, request }, out);
-        id
-    }
-
-    fn respond(&mut self, to: ReplicaId, id: RequestId, response: Response, out: &mut Outputs) {
-        if response.error().is_some() {
-            self.stats.refused_requests += 1;
-        }
-        self.emit(
-            Outgoing::Response {
-                to,
-                id,
-                response,
-                fill: None,
-            },
-            out,
-        );
-    }
-
-    /// Sends now, or holds until the pending election state is durable (decisions D4).
-    fn emit(&mut self, msg: Outgoing, out: &mut Outputs) {
-        if self.persisted_seq < self.persist_seq {
-            self.held.push(msg);
-        } else {
-            out.messages.push(msg);
-        }
-    }
-
-    fn handle_election_persisted(&mut self, seq: PersistSeq, out: &mut Outputs) {
-        assert!(
-            seq <= self.persist_seq,
-            "persisted a state that was never asked for"
-        );
-        self.persisted_seq = self.persisted_seq.max(seq);
-        if self.persisted_seq == self.persist_seq {
-            out.messages.append(&mut self.held);
-            self.release(out);
-        }
-    }
-
-    /// Changes the election state; it is released (and dependent messages sent) once durable.
-    fn set_election(&mut self, state: ElectionState, out: &mut Outputs) {
-        assert!(state.epoch >= self.election.epoch, "epochs never decrease");
-        if state.epoch == self.election.epoch && self.election.voted_for.is_some() {
-            assert!(
-                state.voted_for == self.election.voted_for,
-                "a replica votes at most once per epoch"
-            );
-        }
-        if state == self.election {
-            return;
-        }
-        self.election = state;
-        self.persist_seq = PersistSeq(self.persist_seq.0 + 1);
-        out.persist = Some((self.persist_seq, state));
-    }
-
-    /// Publishes the current role and election state if nothing is waiting to become durable.
-    fn release(&mut self, out: &mut Outputs) {
-        if self.persisted_seq < self.persist_seq {
-            return;
-        }
-        let now = (self.role.role(), self.election);
-        if now != self.released {
-            self.released = now;
-            out.events.push(Event::RoleChanged {
-                role: now.0,
-                epoch: now.1.epoch,
-                leader: now.1.leader,
-            });
-        }
-    }
-
-    fn epoch_response(&self, error: Option<ErrorCode>) -> EpochResponse {
-        EpochResponse {
-            error,
-            epoch: self.election.epoch,
-            leader: self.known_leader(),
-        }
-    }
-
-    /// The leader of the current epoch as peers should learn it: a resigned leader no longer
-    /// names itself.
-    fn known_leader(&self) -> Option<ReplicaId> {
-        match &self.role {
-            RoleState::Resigned(_) => None,
-            _ => self.election.leader,
-        }
     }
 
     fn handle_request(
@@ -1076,8 +557,17 @@ impl Replica {
             return;
         }
         // KRaft's common response handling: learn a newer epoch or an unknown leader first.
-        if !self.maybe_transition_from_response(now, from, &response, out) {
-            return;
+        match self.maybe_transition_from_response(now, from, &response, out) {
+            CommonResponse::Handle => {}
+            CommonResponse::Transitioned => return,
+            CommonResponse::Dropped => {
+                // The request is answered even though its answer is of no use: whatever the
+                // outcome, its role must be free to send the next one, or an observer probing a
+                // voter at an older epoch would never probe again.
+                self.stats.stale_responses += 1;
+                self.request_ended(now, from, id, sent.kind);
+                return;
+            }
         }
         match response {
             Response::Vote(r) => self.handle_vote_response(now, from, r, out),
@@ -1102,13 +592,7 @@ impl Replica {
         }
     }
 
-    fn handle_request_failed(
-        &mut self,
-        now: Instant,
-        to: ReplicaId,
-        id: RequestId,
-        out: &mut Outputs,
-    ) {
+    fn handle_request_failed(&mut self, now: Instant, to: ReplicaId, id: RequestId) {
         let Some(sent) = self.in_flight.remove(&id) else {
             self.stats.stale_responses += 1;
             return;
@@ -1117,289 +601,6 @@ impl Replica {
             self.stats.stale_responses += 1;
             return;
         }
-        let retry = now.plus(self.cfg.retry_backoff);
-        match (&mut self.role, sent.kind) {
-            (RoleState::Prospective { tally, .. }, RpcKind::Vote)
-            | (RoleState::Candidate { tally, .. }, RpcKind::Vote) => {
-                tally.retry_at.insert(to, retry);
-            }
-            (RoleState::Follower(f), RpcKind::Fetch | RpcKind::FetchSnapshot) => {
-                f.fetch_in_flight = false;
-                f.next_fetch_at = retry;
-            }
-            (
-                RoleState::Unattached {
-                    probing, probe_at, ..
-                },
-                RpcKind::Fetch,
-            ) => {
-                *probing = false;
-                *probe_at = retry;
-            }
-            (RoleState::Leader(l), RpcKind::BeginQuorumEpoch) => {
-                l.begin_in_flight.remove(&to);
-            }
-            (RoleState::Resigned(r), RpcKind::EndQuorumEpoch) => {
-                r.in_flight.remove(&to);
-                r.retry_at = r.retry_at.min(retry);
-            }
-            (_, RpcKind::ReadIndex) => self.read_index_failed(now, id),
-            _ => {}
-        }
-        let _ = out;
-    }
-
-    /// KRaft's `maybeHandleCommonResponse`. Returns whether the response-specific handler
-    /// should still run.
-    fn maybe_transition_from_response(
-        &mut self,
-        now: Instant,
-        from: ReplicaId,
-        response: &Response,
-        out: &mut Outputs,
-    ) -> bool {
-        let (epoch, leader) = response.epoch_and_leader();
-        let me = self.cfg.id;
-        if epoch > self.election.epoch {
-            match leader {
-                Some(l) if l != me => self.become_follower(now, epoch, l, out),
-                _ => self.become_unattached(now, epoch, out),
-            }
-            return false;
-        }
-        if epoch < self.election.epoch {
-            // Stale, except that a vote refusal from a lagging voter still counts as a refusal.
-            return matches!(response, Response::Vote(_));
-        }
-        if let Some(l) = leader {
-            if l == me {
-                if !matches!(self.role, RoleState::Leader(_) | RoleState::Resigned(_)) {
-                    self.report_inconsistent(from, epoch, leader, out);
-                }
-                return true;
-            }
-            match self.election.leader {
-                None => {
-                    // KRaft: a resigned replica must not follow itself, and never follows
-                    // another in its own epoch (KAFKA-18379).
-                    if matches!(self.role, RoleState::Resigned(_) | RoleState::Leader(_)) {
-                        self.report_inconsistent(from, epoch, leader, out);
-                        return false;
-                    }
-                    self.become_follower(now, epoch, l, out);
-                    return matches!(response, Response::Fetch(_) | Response::FetchSnapshot(_));
-                }
-                Some(known) if known != l => {
-                    self.report_inconsistent(from, epoch, leader, out);
-                    return false;
-                }
-                Some(_) => {}
-            }
-        }
-        true
-    }
-
-    fn report_inconsistent(
-        &mut self,
-        from: ReplicaId,
-        epoch: Epoch,
-        claimed: Option<ReplicaId>,
-        out: &mut Outputs,
-    ) {
-        self.stats.inconsistent_leaders += 1;
-        tracing::error!(%from, %epoch, ?claimed, "peer contradicts this replica's leader");
-        out.events.push(Event::InconsistentLeader {
-            from,
-            epoch,
-            claimed,
-        });
-    }
-
-    // ----- transitions -----
-
-    /// Leaves the current role: forgets in-flight requests (their answers are now stale) and
-    /// lets the leader's parked fetches and batch go.
-    fn leave_role(&mut self, now: Instant, out: &mut Outputs) {
-        self.in_flight.clear();
-        // Requests still held for durability belong to the old role: their answers would be
-        // dropped as stale, so they need not leave at all. Held responses still answer peers.
-        self.held.retain(|m| matches!(m, Outgoing::Response { .. }));
-        let old = std::mem::replace(
-            &mut self.role,
-            RoleState::Unattached {
-                deadline: now,
-                probe_at: now,
-                probing: false,
-            },
-        );
-        if let RoleState::Leader(mut l) = old {
-            if let Some(t) = l.transfer.take() {
-                out.events.push(Event::TransferEnded {
-                    to: t.to,
-                    result: Err(TransferError::NotLeader {
-                        epoch: self.election.epoch,
-                        leader: None,
-                    }),
-                });
-            }
-            self.leader_abandon_reads(&mut l, out);
-            self.leader_abandon(*l, out);
-        }
-    }
-
-    pub(crate) fn become_unattached(&mut self, now: Instant, epoch: Epoch, out: &mut Outputs) {
-        let state = if epoch == self.election.epoch {
-            ElectionState {
-                leader: None,
-                ..self.election
-            }
-        } else {
-            ElectionState {
-                epoch,
-                voted_for: None,
-                leader: None,
-            }
-        };
-        self.leave_role(now, out);
-        self.set_election(state, out);
-        let deadline = now.plus(self.election_timeout());
-        self.role = RoleState::Unattached {
-            deadline,
-            probe_at: now,
-            probing: false,
-        };
-        self.release(out);
-    }
-
-    pub(crate) fn become_follower(
-        &mut self,
-        now: Instant,
-        epoch: Epoch,
-        leader: ReplicaId,
-        out: &mut Outputs,
-    ) {
-        assert!(leader != self.cfg.id, "a replica never follows itself");
-        let voted_for = if epoch == self.election.epoch {
-            self.election.voted_for
-        } else {
-            None
-        };
-        self.leave_role(now, out);
-        self.set_election(
-            ElectionState {
-                epoch,
-                voted_for,
-                leader: Some(leader),
-            },
-            out,
-        );
-        self.role = RoleState::Follower(self.new_follower(now, leader));
-        self.release(out);
-    }
-
-    fn new_follower(&self, now: Instant, leader: ReplicaId) -> FollowerState {
-        FollowerState {
-            leader,
-            fetch_deadline: now.plus(self.cfg.fetch_timeout),
-            last_fetch_ok: None,
-            fetch_in_flight: false,
-            next_fetch_at: now,
-            barrier_seen: ReadBarrier::default(),
-            invited: false,
-        }
-    }
-
-    // ----- timers -----
-
-    fn poll_timers(&mut self, now: Instant, out: &mut Outputs) {
-        // Bounded: each pass either changes role or leaves nothing due; a role change can make
-        // at most a few further transitions due at once (e.g. a single voter winning at start).
-        for _ in 0..8 {
-            if !self.poll_timers_once(now, out) {
-                return;
-            }
-        }
-    }
-
-    /// Handles due timers of the current role; returns whether the role changed.
-    fn poll_timers_once(&mut self, now: Instant, out: &mut Outputs) -> bool {
-        let before = self.role.role();
-        let epoch_before = self.election.epoch;
-        match &self.role {
-            RoleState::Unattached { deadline, .. } => {
-                if self.cfg.is_voter() {
-                    if now >= *deadline {
-                        self.start_election(now, false, out);
-                    }
-                } else {
-                    self.observer_probe(now, out);
-                }
-            }
-            RoleState::Prospective { deadline, .. } => {
-                if now >= *deadline {
-                    self.prospective_lost(now, out);
-                } else {
-                    self.send_vote_requests(now, out);
-                }
-            }
-            RoleState::Candidate { deadline, .. } => {
-                if now >= *deadline {
-                    self.start_election(now, false, out);
-                } else {
-                    self.send_vote_requests(now, out);
-                }
-            }
-            RoleState::Follower(f) => {
-                if now >= f.fetch_deadline {
-                    let invited = f.invited;
-                    if self.cfg.is_voter() {
-                        self.start_election(now, invited, out);
-                    } else {
-                        // An observer forgets the leader and looks for it again.
-                        let epoch = self.election.epoch;
-                        self.become_unattached(now, epoch, out);
-                    }
-                } else {
-                    self.follower_maybe_fetch(now, out);
-                }
-            }
-            RoleState::Leader(_) => self.leader_poll(now, out),
-            RoleState::Resigned(r) => {
-                if now >= r.deadline {
-                    // KAFKA-18379: leaving Resigned moves to the next epoch, never back into
-                    // the one this replica led.
-                    let next = self.election.epoch.next();
-                    self.become_unattached(now, next, out);
-                } else {
-                    self.resigned_send_end_quorum(now, out);
-                }
-            }
-        }
-        self.role.role() != before || self.election.epoch != epoch_before
-    }
-
-    fn describe_quorum(&self, now: Instant) -> crate::message::DescribeQuorumResponse {
-        let status = self.status(now);
-        let observers = match &self.role {
-            RoleState::Leader(l) => l
-                .observers
-                .iter()
-                .map(|(id, p)| ReplicaProgress {
-                    replica: *id,
-                    end_offset: p.end,
-                    since_last_fetch: p.last_fetch.map(|t| now.since(t)),
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
-        let leading = matches!(self.role, RoleState::Leader(_));
-        crate::message::DescribeQuorumResponse {
-            error: (!leading).then_some(ErrorCode::NotLeader),
-            epoch: self.election.epoch,
-            leader: self.known_leader(),
-            high_watermark: leading.then_some(self.high_watermark),
-            voters: status.voters,
-            observers,
-        }
+        self.request_ended(now, to, id, sent.kind);
     }
 }

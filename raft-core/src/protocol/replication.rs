@@ -1,6 +1,9 @@
-//! Pull replication (KIP-595, decisions D4): the leader's Fetch handling with long polls,
-//! diverging-epoch checks and the high watermark; the follower's fetch loop, truncation and
-//! append; the leader's batch accumulator and its periodic duties.
+//! Pull replication (KIP-595, decisions D4): client proposals on the leader and its batch
+//! accumulator; the leader's Fetch handling with long polls, diverging-epoch checks and the
+//! high watermark; the follower's fetch loop, truncation and append; the leader's periodic
+//! duties.
+
+use bytes::Bytes;
 
 use super::{
     Event, Fill, LeaderState, LogOp, Outgoing, Outputs, ParkedFetch, Progress, RecordRange,
@@ -9,9 +12,106 @@ use super::{
 use crate::message::{
     ErrorCode, FetchRequest, FetchResponse, ReadBarrier, Request, RequestId, Response,
 };
-use crate::types::{Instant, Offset, OffsetAndEpoch, Record, ReplicaId};
+use crate::types::{Epoch, Instant, Offset, OffsetAndEpoch, Record, ReplicaId};
+
+/// Why a proposal was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProposeError {
+    /// Only the leader accepts proposals.
+    #[error("not the leader (epoch {epoch}, leader {leader:?})")]
+    NotLeader {
+        /// This replica's epoch.
+        epoch: Epoch,
+        /// The leader it knows.
+        leader: Option<ReplicaId>,
+    },
+    /// The leader has not yet committed in its epoch; retry shortly.
+    #[error("the leader has not committed in its epoch yet")]
+    NotReady,
+    /// Too many proposals are pending.
+    #[error("proposal queue is full ({max} pending)")]
+    QueueFull {
+        /// The configured bound.
+        max: u32,
+    },
+    /// The payload is larger than allowed.
+    #[error("payload of {len} bytes exceeds the limit of {max}")]
+    TooLarge {
+        /// The payload length.
+        len: usize,
+        /// The configured limit.
+        max: u32,
+    },
+    /// The replica is resigning.
+    #[error("shutting down")]
+    ShuttingDown,
+    /// The leader is handing leadership to `to`; retry with the new leader.
+    #[error("leadership is being transferred to {to}")]
+    Transferring {
+        /// The transfer's target.
+        to: ReplicaId,
+    },
+}
 
 impl Replica {
+    /// Accepts a client record on the leader and tells its `(offset, epoch)`. The record is
+    /// appended with the current batch (see `append_linger`) and commits when the high watermark
+    /// passes it, unless a leader change truncates it first.
+    pub fn propose(
+        &mut self,
+        now: Instant,
+        payload: Bytes,
+        out: &mut Outputs,
+    ) -> Result<OffsetAndEpoch, ProposeError> {
+        if self.resigning {
+            return Err(ProposeError::ShuttingDown);
+        }
+        let epoch = self.election.epoch;
+        let max_payload = self.cfg.payload_bytes_max;
+        let pending_max = self.cfg.pending_proposals_max;
+        let linger = self.cfg.append_linger;
+        let log_end = self.log.end;
+        let hwm = self.high_watermark;
+        let RoleState::Leader(l) = &mut self.role else {
+            return Err(ProposeError::NotLeader {
+                epoch,
+                leader: self.election.leader,
+            });
+        };
+        if self.persisted_seq < self.persist_seq {
+            return Err(ProposeError::NotReady);
+        }
+        if let Some(t) = l.transfer {
+            return Err(ProposeError::Transferring { to: t.to });
+        }
+        if payload.len() > max_payload as usize {
+            return Err(ProposeError::TooLarge {
+                len: payload.len(),
+                max: max_payload,
+            });
+        }
+        let pending = (log_end.0 - hwm.0) + l.accumulator.len() as u64;
+        if pending >= u64::from(pending_max) {
+            return Err(ProposeError::QueueFull { max: pending_max });
+        }
+        let offset = log_end.plus(l.accumulator.len() as u64);
+        l.accumulated_bytes += payload.len();
+        l.accumulator.push(Record {
+            offset,
+            epoch,
+            kind: crate::RecordKind::Data,
+            payload,
+        });
+        if l.linger_deadline.is_none() {
+            l.linger_deadline = Some(now.plus(linger));
+        }
+        if self.leader_batch_full() {
+            self.leader_flush(now, out);
+        }
+        Ok(OffsetAndEpoch::new(offset, epoch))
+    }
+
     fn fetch_error(&self, error: ErrorCode) -> FetchResponse {
         FetchResponse {
             error: Some(error),

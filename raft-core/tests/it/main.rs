@@ -153,3 +153,58 @@ pub fn assert_no_violations(c: &Cluster) {
         c.trace()
     );
 }
+
+/// A voter left one epoch ahead of a healthy leader, as [`strand_voter_one_epoch_ahead`]
+/// leaves it.
+#[derive(Clone, Copy, Debug)]
+pub struct Stranded {
+    /// The leader, still leading `epoch`.
+    pub leader: u32,
+    /// The other voter, still following the leader in `epoch`.
+    pub follower: u32,
+    /// The voter at `epoch + 1`, cut off from both.
+    pub stranded: u32,
+    /// The leader's epoch.
+    pub epoch: Epoch,
+}
+
+/// Settles a three-voter cluster, then strands one follower as a Candidate one epoch ahead of
+/// the healthy leader (protocol reference 6.1 #12): the follower is cut off from the leader
+/// until its fetch timer expires; the other follower has just restarted and has not fetched
+/// in its new life, so it is not sticky (D3) and grants the pre-vote; the moment the stranded
+/// voter raises its epoch it is cut off from that follower too, so its standard vote never
+/// arrives; the other follower's held fetches then reach the leader, and the leader keeps its
+/// majority. Only the stranded voter's links to the other voters are cut: observers still
+/// reach it.
+pub fn strand_voter_one_epoch_ahead(c: &mut Cluster) -> Stranded {
+    let leader = settle(c);
+    let epoch = c.replica(leader).epoch();
+    let voters = c.replica(leader).config().voters.len() as u32;
+    assert_eq!(voters, 3, "the script is written for three voters");
+    let others: Vec<u32> = (1..=voters).filter(|&id| id != leader).collect();
+    let (follower, stranded) = (others[0], others[1]);
+    c.cut(leader, stranded);
+    c.run_for(ms(100));
+    // The follower restarts, and its fetches wait in the network meanwhile.
+    c.hold(follower, leader);
+    c.crash(follower);
+    c.restart(follower);
+    let ahead = c.run_until_cond(ms(1000), |c| {
+        c.replica(stranded).election_state().epoch > epoch
+    });
+    assert!(ahead, "the cut-off voter won its pre-vote:\n{}", c.trace());
+    c.cut(stranded, follower);
+    c.release(follower, leader);
+    c.run_for(ms(100));
+    assert_eq!(c.leader(), Some(leader), "{}", c.trace());
+    assert_eq!(c.replica(leader).epoch(), epoch);
+    assert_eq!(c.replica(follower).role(), Role::Follower);
+    assert_eq!(c.replica(follower).epoch(), epoch);
+    assert_eq!(c.replica(stranded).epoch(), epoch.next());
+    Stranded {
+        leader,
+        follower,
+        stranded,
+        epoch,
+    }
+}

@@ -2,7 +2,7 @@
 //! never count toward the high watermark or toward check-quorum.
 
 use expect_test::expect;
-use raft_core::Role;
+use raft_core::{ReplicaId, Role};
 
 use crate::*;
 
@@ -118,5 +118,113 @@ fn observers_follow_the_leader_and_never_campaign() {
         764ms r4 follower e3 leader=r3
         764ms r5 follower e3 leader=r3"#]]
     .assert_eq(&observers_trace);
+    assert_no_violations(&c);
+}
+
+#[test]
+fn observer_answered_from_an_older_epoch_keeps_probing() {
+    // Goal: an observer whose probe is answered from an epoch older than its own drops the
+    // answer as stale but keeps looking for the leader, and finds it once the network heals
+    // (liveness L5).
+    // The bug (review F4): the probe's in-flight flag was cleared only by the fetch handler,
+    // which never ran for a stale answer, and an Unattached observer with a probe in flight
+    // has no deadline. It never probed again, and nothing else ever contacts an observer.
+    // Method: strand voter r3 as a Candidate one epoch ahead of the healthy leader (protocol
+    // reference 6.1 #12). The observer loses the leader and reaches only r3, so it learns the
+    // newer epoch from r3's answer. Then it reaches only the follower, still in the older
+    // epoch, until the follower has answered a probe (stale to the observer), and 500 ms
+    // more. After healing, the stranded voter deposes the leader (review F7) and the voters
+    // elect one; the observer must follow it within one request timeout plus one long poll.
+    let mut c = cluster(1, 3, 1);
+    let obs = 4;
+    let s = strand_voter_one_epoch_ahead(&mut c);
+    let ahead = s.epoch.next();
+    c.clear_trace();
+    c.cut(obs, s.leader);
+    c.cut(obs, s.follower);
+    let learned = c.run_until_cond(ms(2000), |c| {
+        c.replica(obs).epoch() == ahead && c.replica(obs).role() == Role::Unattached
+    });
+    assert!(
+        learned,
+        "the observer learned the newer epoch:\n{}",
+        c.trace()
+    );
+    // Only the follower is reachable now: every answer it gives is stale to the observer.
+    c.heal();
+    c.cut(s.stranded, s.leader);
+    c.cut(s.stranded, s.follower);
+    c.cut(obs, s.stranded);
+    c.cut(obs, s.leader);
+    // The follower refuses the observer's probe (its epoch is newer), and its answer names
+    // the older epoch. Probes to the other two voters fail after the request timeout.
+    let refused = c.replica(s.follower).stats().refused_requests;
+    let answered = c.run_until_cond(ms(3000), |c| {
+        c.replica(s.follower).stats().refused_requests > refused
+    });
+    assert!(answered, "the observer probed the follower:\n{}", c.trace());
+    c.run_for(ms(500));
+    assert_eq!(c.replica(obs).epoch(), ahead);
+    assert_eq!(c.replica(obs).role(), Role::Unattached);
+    assert_eq!(c.leader(), Some(s.leader), "the voters were left alone");
+
+    c.heal();
+    let bound = c.liveness_bound();
+    let voters_agree = c.run_until_cond(bound, |c| {
+        c.leader().is_some_and(|l| {
+            let epoch = c.replica(l).epoch();
+            (1..=3).all(|v| {
+                v == l
+                    || (c.replica(v).leader() == Some(ReplicaId(l))
+                        && c.replica(v).epoch() == epoch)
+            })
+        })
+    });
+    assert!(voters_agree, "the voters converged:\n{}", c.trace());
+    let elected_at = c.now();
+    let found = c.run_until_cond(ms(350), |c| {
+        c.leader().is_some_and(|l| {
+            c.replica(obs).role() == Role::Follower && c.replica(obs).leader() == Some(ReplicaId(l))
+        })
+    });
+    assert!(
+        found,
+        "the observer did not find the leader within 350 ms of its election:\n{}",
+        c.trace()
+    );
+    assert!(c.now() - elected_at <= ms(350));
+    settle(&mut c);
+    expect![[r#"
+        599ms r3 prospective e2 leader=-
+        702ms r3 unattached e2 leader=-
+        807ms r3 prospective e2 leader=-
+        812ms r4 unattached e1 leader=-
+        813ms r4 unattached e2 leader=-
+        998ms r3 unattached e2 leader=-
+        1115ms r3 prospective e2 leader=-
+        1274ms r3 unattached e2 leader=-
+        1405ms r3 prospective e2 leader=-
+        1599ms r3 unattached e2 leader=-
+        1736ms r3 prospective e2 leader=-
+        1906ms r3 unattached e2 leader=-
+        2065ms r3 prospective e2 leader=-
+        2183ms r3 unattached e2 leader=-
+        2376ms r3 prospective e2 leader=-
+        2478ms r3 unattached e2 leader=-
+        2614ms r3 prospective e2 leader=-
+        2615ms r3 unattached e2 leader=-
+        2808ms r3 prospective e2 leader=-
+        2809ms r3 unattached e2 leader=-
+        2830ms r1 unattached e2 leader=-
+        2841ms r2 unattached e2 leader=-
+        3003ms r3 prospective e2 leader=-
+        3004ms r3 candidate e3 leader=-
+        3005ms r1 unattached e3 leader=-
+        3005ms r2 unattached e3 leader=-
+        3005ms r3 leader e3 leader=r3
+        3006ms r1 follower e3 leader=r3
+        3006ms r2 follower e3 leader=r3
+        3022ms r4 follower e3 leader=r3"#]]
+    .assert_eq(&c.trace());
     assert_no_violations(&c);
 }

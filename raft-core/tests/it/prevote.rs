@@ -281,3 +281,76 @@ fn voter_with_a_stale_log_never_becomes_a_candidate_with_prevote() {
     assert_eq!(log_text(&c, stale), log_text(&c, fresh));
     assert_no_violations(&c);
 }
+
+#[test]
+fn stranded_candidate_one_epoch_ahead_costs_at_most_one_leader_change() {
+    // Goal: protocol reference 6.1 #12 (review F7). A voter that won a pre-vote round, became
+    // a Candidate at E+1 and was then cut off is stranded one epoch ahead: D2 keeps its
+    // pre-votes from moving anyone, and D3 refuses them, but epochs never go back, so it can
+    // only rejoin in a newer epoch. On healing it deposes the healthy leader through its
+    // FencedLeaderEpoch answer to the leader's BeginQuorumEpoch heartbeat (the trace shows the
+    // leader r1 leaving at e2, then winning e3). The cost must stay bounded: the cluster
+    // converges within the liveness bound, no committed record is lost, and the leader changes
+    // at most once.
+    // Method: strand r3 (see `strand_voter_one_epoch_ahead`), commit three records with the
+    // remaining majority, keep r3 stranded for 1 s (its pre-vote rounds change nothing), heal,
+    // settle, count the elections in the trace, and check that every replica's log still
+    // starts with the records committed before healing.
+    let mut c = cluster(1, 3, 0);
+    let s = strand_voter_one_epoch_ahead(&mut c);
+    for p in ["x", "y", "z"] {
+        commit(&mut c, s.leader, p.as_bytes());
+    }
+    c.run_for(ms(1000));
+    assert_eq!(c.leader(), Some(s.leader), "a stranded voter is harmless");
+    assert_eq!(max_epoch(&c, &[s.leader, s.follower]), s.epoch);
+    assert_eq!(c.replica(s.stranded).epoch(), s.epoch.next());
+    let committed = c.committed().to_vec();
+    let committed_text = log_text(&c, s.leader);
+    assert_eq!(
+        committed.len() as u64,
+        c.replica(s.leader).log_end().offset.0
+    );
+
+    c.clear_trace();
+    let healed_at = c.now();
+    c.heal();
+    let leader = settle(&mut c);
+    assert!(
+        c.now() - healed_at <= c.liveness_bound(),
+        "converged within the bound"
+    );
+    let elections = c
+        .trace()
+        .lines()
+        .filter(|line| line.split_whitespace().nth(2) == Some("leader"))
+        .count();
+    assert!(
+        elections <= 1,
+        "at most one extra leader change:\n{}",
+        c.trace()
+    );
+    assert!(c.committed().starts_with(&committed), "no committed loss");
+    for id in 1..=3 {
+        assert!(
+            log_text(&c, id).starts_with(&committed_text),
+            "replica {id} lost committed records: {}",
+            log_text(&c, id)
+        );
+    }
+    commit(&mut c, leader, b"after");
+    assert_eq!(settle(&mut c), leader);
+    expect![[r#"
+        1571ms r3 unattached e2 leader=-
+        1633ms r1 unattached e2 leader=-
+        1644ms r2 unattached e2 leader=-
+        1736ms r1 prospective e2 leader=-
+        1737ms r1 candidate e3 leader=-
+        1738ms r2 unattached e3 leader=-
+        1738ms r3 unattached e3 leader=-
+        1739ms r1 leader e3 leader=r1
+        1739ms r2 follower e3 leader=r1
+        1739ms r3 follower e3 leader=r1"#]]
+    .assert_eq(&c.trace());
+    assert_no_violations(&c);
+}
