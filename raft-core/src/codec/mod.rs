@@ -22,6 +22,7 @@ use bytes::{BufMut, Bytes};
 use crate::types::{Epoch, Offset, Record, RecordKind};
 pub use crate::types::{RECORD_FORMAT_VERSION, RECORD_HEADER_LEN};
 
+mod reader;
 pub mod stored;
 pub mod wire;
 

@@ -40,6 +40,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::reader::LeReader;
 use super::{decode_record, encode_record, DecodeError, RECORD_HEADER_LEN};
 use crate::message::{
     BeginQuorumEpochRequest, DescribeQuorumRequest, DescribeQuorumResponse, EndQuorumEpochRequest,
@@ -457,10 +458,11 @@ fn put_epoch_response(out: &mut BytesMut, r: &EpochResponse) {
     put_opt(out, r.leader, put_replica);
 }
 
-/// A cursor over one frame. Every read checks the bytes left first.
+/// A cursor over one frame: the codec's little-endian reader plus the frame's limits, and the
+/// frame itself for zero-copy slices.
 struct Reader<'a> {
     frame: &'a Bytes,
-    pos: usize,
+    le: LeReader<'a>,
     limits: &'a FrameLimits,
 }
 
@@ -476,7 +478,7 @@ impl<'a> Reader<'a> {
         }
         let mut r = Reader {
             frame,
-            pos: 0,
+            le: LeReader::new(frame),
             limits,
         };
         let version = r.u8()?;
@@ -492,32 +494,19 @@ impl<'a> Reader<'a> {
     }
 
     fn remaining(&self) -> usize {
-        self.frame.len() - self.pos
-    }
-
-    fn take<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let rest = &self.frame[self.pos..];
-        let Some(bytes) = rest.get(..N) else {
-            return Err(DecodeError::Truncated {
-                needed: N - rest.len(),
-            });
-        };
-        let mut out = [0u8; N];
-        out.copy_from_slice(bytes);
-        self.pos += N;
-        Ok(out)
+        self.le.remaining()
     }
 
     fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.take::<1>()?[0])
+        self.le.u8()
     }
 
     fn u32(&mut self) -> Result<u32, DecodeError> {
-        Ok(u32::from_le_bytes(self.take()?))
+        self.le.u32()
     }
 
     fn u64(&mut self) -> Result<u64, DecodeError> {
-        Ok(u64::from_le_bytes(self.take()?))
+        self.le.u64()
     }
 
     fn epoch(&mut self) -> Result<Epoch, DecodeError> {
@@ -637,15 +626,16 @@ impl<'a> Reader<'a> {
                 needed: len - self.remaining(),
             });
         }
-        let out = self.frame.slice(self.pos..self.pos + len);
-        self.pos += len;
+        let pos = self.le.position();
+        let out = self.frame.slice(pos..pos + len);
+        self.le.advance(len);
         Ok(out)
     }
 
     fn record(&mut self) -> Result<Record, DecodeError> {
-        let rest = self.frame.slice(self.pos..);
+        let rest = self.frame.slice(self.le.position()..);
         let (record, used) = decode_record(&rest, self.limits.record_payload_max)?;
-        self.pos += used;
+        self.le.advance(used);
         Ok(record)
     }
 
@@ -713,10 +703,7 @@ impl<'a> Reader<'a> {
     }
 
     fn finish(self) -> Result<(), DecodeError> {
-        match self.remaining() {
-            0 => Ok(()),
-            n => Err(DecodeError::Trailing(n)),
-        }
+        self.le.finish()
     }
 }
 
