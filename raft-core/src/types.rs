@@ -149,6 +149,15 @@ pub enum RecordKind {
     LeaderChange,
 }
 
+/// The record format this build writes and reads. The format itself (the layout behind
+/// [`RECORD_HEADER_LEN`]) is [`crate::codec`]'s; the constants live with [`Record`] so that the
+/// vocabulary needs nothing from the codec.
+pub const RECORD_FORMAT_VERSION: u8 = 1;
+
+/// Bytes of a record before its payload: CRC-32 (4), format version (1), kind (1), offset (8),
+/// epoch (4) and payload length (4).
+pub const RECORD_HEADER_LEN: usize = 4 + 1 + 1 + 8 + 4 + 4;
+
 /// One log record. The payload is reference counted: moving a record between the transport,
 /// the core and the log never copies its bytes.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -171,7 +180,7 @@ impl Record {
 
     /// Bytes this record occupies in a frame, for byte limits (payload plus fixed header).
     pub fn encoded_len(&self) -> usize {
-        crate::codec::RECORD_HEADER_LEN + self.payload.len()
+        RECORD_HEADER_LEN + self.payload.len()
     }
 }
 

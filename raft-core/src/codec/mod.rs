@@ -20,15 +20,11 @@
 use bytes::{BufMut, Bytes};
 
 use crate::types::{Epoch, Offset, Record, RecordKind};
+pub use crate::types::{RECORD_FORMAT_VERSION, RECORD_HEADER_LEN};
 
+mod reader;
 pub mod stored;
 pub mod wire;
-
-/// The record format this build writes and reads.
-pub const RECORD_FORMAT_VERSION: u8 = 1;
-
-/// Bytes of a record before its payload.
-pub const RECORD_HEADER_LEN: usize = 4 + 1 + 1 + 8 + 4 + 4;
 
 /// Why bytes could not be decoded. Never a panic: every decoder in this module returns this for
 /// any input it cannot accept.

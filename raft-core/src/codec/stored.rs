@@ -8,7 +8,8 @@ use std::ops::Range;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::codec::{decode_record, encode_record, DecodeError, RECORD_HEADER_LEN};
+use super::reader::LeReader;
+use super::{decode_record, encode_record, DecodeError, RECORD_HEADER_LEN};
 use crate::io::{EpochStart, LogState, StorageError};
 use crate::types::{ElectionState, Epoch, Offset, OffsetAndEpoch, Record, ReplicaId};
 
@@ -192,15 +193,15 @@ impl LogMeta {
     /// Decodes what [`LogMeta::encode`] wrote, checking the checksum, the version and the
     /// invariants.
     pub fn decode(bytes: &[u8]) -> Result<LogMeta, DecodeError> {
-        let mut r = Reader(unseal(bytes)?);
+        let mut r = LeReader::new(unseal(bytes)?);
         let start = Offset(r.u64()?);
         let end = Offset(r.u64()?);
         let end_epoch = Epoch(r.u32()?);
         let base_epoch = Epoch(r.u32()?);
         let count = r.u32()? as usize;
-        if count > r.0.len() / 12 {
+        if count > r.remaining() / 12 {
             return Err(DecodeError::Truncated {
-                needed: count * 12 - r.0.len(),
+                needed: count * 12 - r.remaining(),
             });
         }
         let mut epochs = Vec::with_capacity(count);
@@ -265,7 +266,7 @@ pub fn encode_election_state(state: &ElectionState) -> Vec<u8> {
 
 /// Decodes what [`encode_election_state`] wrote.
 pub fn decode_election_state(bytes: &[u8]) -> Result<ElectionState, DecodeError> {
-    let mut r = Reader(unseal(bytes)?);
+    let mut r = LeReader::new(unseal(bytes)?);
     let epoch = Epoch(r.u32()?);
     let mut ids = [None, None];
     for id in &mut ids {
@@ -318,39 +319,6 @@ fn unseal(bytes: &[u8]) -> Result<&[u8], DecodeError> {
         });
     }
     Ok(&bytes[5..])
-}
-
-/// A little-endian cursor over a byte slice.
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn take<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        if self.0.len() < N {
-            return Err(DecodeError::Truncated {
-                needed: N - self.0.len(),
-            });
-        }
-        let mut out = [0u8; N];
-        out.copy_from_slice(&self.0[..N]);
-        self.0 = &self.0[N..];
-        Ok(out)
-    }
-    fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.take::<1>()?[0])
-    }
-    fn u32(&mut self) -> Result<u32, DecodeError> {
-        Ok(u32::from_le_bytes(self.take()?))
-    }
-    fn u64(&mut self) -> Result<u64, DecodeError> {
-        Ok(u64::from_le_bytes(self.take()?))
-    }
-    fn finish(self) -> Result<(), DecodeError> {
-        if self.0.is_empty() {
-            Ok(())
-        } else {
-            Err(DecodeError::Trailing(self.0.len()))
-        }
-    }
 }
 
 /// Encodes `records` into stored batches: each value holds consecutive encoded records and is
