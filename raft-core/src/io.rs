@@ -210,7 +210,9 @@ pub enum TransportError {
         #[source]
         source: crate::codec::DecodeError,
     },
-    /// The transport is shut down.
+    /// The transport is shut down; the request was not sent. Callers rely on this: only
+    /// `UnknownPeer` and `Closed` prove the peer never saw the request (a forwarded write that
+    /// fails with any other error may have reached the leader).
     #[error("transport is closed")]
     Closed,
 }

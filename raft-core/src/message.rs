@@ -49,6 +49,9 @@ pub enum ErrorCode {
     SnapshotNotFound,
     /// The requested byte position lies past the snapshot's end (`POSITION_OUT_OF_RANGE`).
     PositionOutOfRange,
+    /// A forwarded write was proposed but its fate is unknown to the responder (it stopped or
+    /// failed with the write pending): it may or may not be applied; not safe to retry.
+    OutcomeUnknown,
 }
 
 /// Vote and pre-vote (KIP-996, decisions D2/D3).
@@ -258,26 +261,41 @@ pub struct ReadIndexResponse {
     pub read_offset: Option<Offset>,
 }
 
-/// A replica forwards a client write to the leader (the node's "write on any replica"). The
-/// driver handles it; the protocol core never sees it.
+/// Client writes forwarded by a replica that does not lead to the leader, in the order one
+/// caller submitted them. The driver handles it; the protocol core never sees it.
+///
+/// The leader proposes them in order; once one is refused, the rest are refused too, so a
+/// retry of the refused suffix can never be applied before a write that was accepted.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct ForwardRequest {
-    /// The record payload to propose.
-    pub payload: Bytes,
+    /// The record payloads to propose, in order.
+    pub payloads: Vec<Bytes>,
 }
 
-/// The answer to a [`ForwardRequest`], once the write committed and applied on the leader, or
-/// why it did not.
+/// The answer to a [`ForwardRequest`], once every write committed and applied on the leader,
+/// or why not.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct ForwardResponse {
-    /// Why the write did not commit.
+    /// Why the request as a whole was refused (then `results` is empty and nothing was
+    /// proposed).
     pub error: Option<ErrorCode>,
     /// The responder's epoch.
     pub epoch: Epoch,
     /// The leader the responder knows.
     pub leader: Option<ReplicaId>,
-    /// Where the write committed.
+    /// One result per payload, in order.
+    pub results: Vec<ForwardResult>,
+}
+
+/// The fate of one forwarded write.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ForwardResult {
+    /// Why the write did not commit.
+    pub error: Option<ErrorCode>,
+    /// Where the write committed (or, with `WriteLost`, where it was appended).
     pub committed: Option<OffsetAndEpoch>,
+    /// With `QueueFull` or `TooLarge`: the leader's limit.
+    pub limit: u32,
     /// The state machine's response to the write.
     pub response: Bytes,
 }
@@ -375,8 +393,7 @@ impl Request {
                 error,
                 epoch,
                 leader: None,
-                committed: None,
-                response: Bytes::new(),
+                results: Vec::new(),
             }),
             Request::FetchSnapshot(r) => Response::FetchSnapshot(FetchSnapshotResponse {
                 error,

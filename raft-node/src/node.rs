@@ -253,6 +253,8 @@ pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
     let options = DriverOptions {
         seed: seed(cfg.id),
         shutdown_timeout: cfg.timers.shutdown_timeout,
+        // A forwarded write waits for the leader as long as a client waits for a write.
+        forward_timeout: cfg.timers.write_timeout,
         ..DriverOptions::default()
     };
     let parts = Parts {

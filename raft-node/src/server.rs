@@ -6,12 +6,9 @@
 //! their replies are sent in request order; a read after writes waits for them, and one read
 //! barrier serves every read of a batch that follows the same writes.
 
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
@@ -55,16 +52,14 @@ pub enum WriteFailure {
         /// The limit.
         max: u32,
     },
-    /// The record was replaced in a leader change: not applied.
+    /// The record was replaced in a leader change: it will never be applied.
     Lost,
     /// Not confirmed in time: it may or may not be applied.
     Timeout(Duration),
     /// The node stopped before it was refused: nothing was proposed.
     Stopping,
-    /// The node stopped after proposing: it may or may not be applied.
-    StoppedInFlight,
-    /// The node failed.
-    Failed(String),
+    /// It may or may not be applied, for the reason given.
+    Unknown(String),
 }
 
 /// The reply to `RAFT TRANSFER`.
@@ -116,9 +111,9 @@ impl WriteFailure {
                 _ => WriteFailure::Stopping,
             },
             WriteError::Lost(_) => WriteFailure::Lost,
-            WriteError::ShuttingDown => WriteFailure::StoppedInFlight,
-            WriteError::Failed(e) => WriteFailure::Failed(e),
-            _ => WriteFailure::Failed(e.to_string()),
+            WriteError::Unknown(why) => WriteFailure::Unknown(why.to_string()),
+            // A future kind of error: not known to be a refusal, so not reported as one.
+            other => WriteFailure::Unknown(other.to_string()),
         }
     }
 }
@@ -350,69 +345,68 @@ impl Server {
         false
     }
 
-    /// Proposes consecutive writes of one connection together and appends their replies.
+    /// Proposes consecutive writes of one connection together, in order, and appends their
+    /// replies in order.
     ///
-    /// All are submitted at once, in order. A write refused with a retriable error is retried
-    /// (until the deadline) only if every write after it was refused too, so a retry can never
-    /// land after a later write of the same pipeline.
+    /// They reach the leader as one ordered batch (also through a follower), so they apply in
+    /// the order sent. A refusal refuses every later write of the batch, unproposed; when the
+    /// refused suffix is retriable it is retried as a batch until the deadline, so a retry can
+    /// never land after a later write of the same pipeline. Nothing else is retried: an
+    /// unknown outcome is reported as such.
     async fn run_writes(&self, cmds: Vec<kv::Command>, out: &mut BytesMut) {
         let ts = now_ms();
         let payloads: Vec<Bytes> = cmds.iter().map(|c| kv::encode(ts, c)).collect();
-        if let [one] = &payloads[..] {
-            let r = self.write(one.clone()).await;
-            self.write_reply(r).encode(out);
-            return;
-        }
-        let first = join_in_order(payloads.iter().map(|p| self.propose_once(p.clone()))).await;
-        let retry_from = first
-            .iter()
-            .rposition(|r| !matches!(r, Err(f) if f.retry_here()))
-            .map_or(0, |i| i + 1);
-        for (i, r) in first.into_iter().enumerate() {
-            let r = if i >= retry_from {
-                self.write(payloads[i].clone()).await
-            } else {
-                r
-            };
-            self.write_reply(r).encode(out);
-        }
-    }
-
-    /// Replicates one write and returns the state machine's reply, waiting for a leader up to
-    /// the write timeout.
-    pub async fn write(&self, payload: Bytes) -> Result<Bytes, WriteFailure> {
-        // Any replica accepts writes: the driver forwards them to the leader it knows.
         let timeout = self.cfg.timers.write_timeout;
         let deadline = tokio::time::Instant::now() + timeout;
         let mut backoff = Duration::from_millis(10);
-        loop {
-            let attempt = tokio::time::timeout_at(deadline, self.propose_once(payload.clone()));
-            match attempt.await {
-                Err(_) => return Err(WriteFailure::Timeout(timeout)),
-                Ok(Err(f)) if f.retry_here() => {
-                    if tokio::time::Instant::now() + backoff >= deadline {
-                        return Err(f);
+        let mut next = 0;
+        while next < payloads.len() {
+            let attempt = tokio::time::timeout_at(deadline, self.propose_batch(&payloads[next..]));
+            let results = match attempt.await {
+                Ok(results) => results,
+                Err(_) => {
+                    // Submitted and not answered in time: every write left is unknown.
+                    for _ in next..payloads.len() {
+                        self.write_reply(Err(WriteFailure::Timeout(timeout)))
+                            .encode(out);
                     }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(200));
+                    return;
                 }
-                Ok(result) => return result,
+            };
+            // Replies up to the start of a retriable refused suffix are final.
+            let retry_from = results
+                .iter()
+                .rposition(|r| !matches!(r, Err(f) if f.retry_here()))
+                .map_or(0, |i| i + 1);
+            let retry =
+                retry_from < results.len() && tokio::time::Instant::now() + backoff < deadline;
+            let settled = if retry { retry_from } else { results.len() };
+            for r in results.into_iter().take(settled) {
+                self.write_reply(r).encode(out);
+            }
+            next += settled;
+            if retry {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(200));
             }
         }
     }
 
-    async fn propose_once(&self, payload: Bytes) -> Result<Bytes, WriteFailure> {
-        let timeout = self.cfg.timers.write_timeout;
+    /// One attempt at a batch of one connection's writes, in order.
+    async fn propose_batch(&self, payloads: &[Bytes]) -> Vec<Result<Bytes, WriteFailure>> {
         let started = std::time::Instant::now();
         let _in_flight = InFlight::new(&self.metrics.proposals_in_flight);
-        match tokio::time::timeout(timeout, self.node.write(payload)).await {
-            Ok(Ok(c)) => {
-                self.metrics.observe_commit(started.elapsed());
-                Ok(c.response)
-            }
-            Ok(Err(e)) => Err(WriteFailure::from_write_error(e)),
-            Err(_) => Err(WriteFailure::Timeout(timeout)),
-        }
+        let results = self.node.write_batch(payloads.to_vec()).await;
+        results
+            .into_iter()
+            .map(|r| match r {
+                Ok(c) => {
+                    self.metrics.observe_commit(started.elapsed());
+                    Ok(c.response)
+                }
+                Err(e) => Err(WriteFailure::from_write_error(e)),
+            })
+            .collect()
     }
 
     fn leader_text(&self, leader: ReplicaId) -> String {
@@ -448,10 +442,9 @@ impl Server {
                 t.as_millis()
             ),
             WriteFailure::Stopping => "TRYAGAIN the node is shutting down".into(),
-            WriteFailure::StoppedInFlight => {
-                "ERR the node stopped; the write may or may not be applied".into()
+            WriteFailure::Unknown(why) => {
+                format!("UNKNOWN the write may or may not be applied ({why}); do not retry blindly")
             }
-            WriteFailure::Failed(e) => format!("ERR the node failed: {e}"),
         };
         Reply::Error(msg)
     }
@@ -638,29 +631,4 @@ impl Server {
 
 fn ids<'a>(it: impl Iterator<Item = &'a ReplicaId>) -> String {
     it.map(|i| i.0.to_string()).collect::<Vec<_>>().join(",")
-}
-
-/// Polls every future in order until all are done: each is first polled before the next, so
-/// proposals reach the driver in request order.
-async fn join_in_order<F: Future>(futs: impl IntoIterator<Item = F>) -> Vec<F::Output> {
-    let mut futs: Vec<Pin<Box<F>>> = futs.into_iter().map(Box::pin).collect();
-    let mut outs: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (f, o) in futs.iter_mut().zip(outs.iter_mut()) {
-            if o.is_none() {
-                match f.as_mut().poll(cx) {
-                    Poll::Ready(v) => *o = Some(v),
-                    Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            Poll::Pending
-        } else {
-            Poll::Ready(())
-        }
-    })
-    .await;
-    outs.into_iter().flatten().collect()
 }

@@ -1,16 +1,21 @@
-//! Writes entering a replica that does not lead: the follower forwards them to the leader with
-//! the `Forward` RPC, and the leader's request handler proposes them and answers when they
-//! committed. The core never sees a `Forward`.
+//! Writes entering a replica that does not lead: the follower forwards one caller's writes to
+//! the leader together, in one `Forward` RPC, and the leader's request handler proposes them in
+//! order and answers when they committed. The core never sees a `Forward`.
+//!
+//! Both ends keep the outcome contract (see [`super::outcome`]): a forward that failed after it
+//! may have reached the leader is unknown, never a refusal; the leader refuses a write only when
+//! it was not proposed.
 
-use super::outcome::{Committed, WriteError};
+use super::outcome::{Committed, Uncertain, WriteError};
 use super::replica_task::ReplicaTask;
 use super::task_messages::{Command, Inbound};
+use super::waiters::Reply;
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::io::RequestHandler;
+use crate::io::{RequestHandler, TransportError};
 use crate::message::{ErrorCode, Request, Response};
-use crate::message::{ForwardRequest, ForwardResponse};
+use crate::message::{ForwardRequest, ForwardResponse, ForwardResult};
 use crate::protocol::ProposeError;
 use crate::types::{Epoch, ReplicaId};
 
@@ -20,53 +25,85 @@ pub(super) struct Handler {
 }
 
 impl Handler {
-    /// A write forwarded by another replica: propose it here and answer when it committed.
+    /// Writes forwarded by another replica: propose them here, in order, and answer when each
+    /// committed or why not.
     pub(super) async fn forwarded(&self, req: ForwardRequest) -> Response {
-        let (reply, rx) = oneshot::channel();
-        let cmd = Command::Propose {
-            payload: req.payload,
-            reply,
-        };
-        let result = match self.commands.send(cmd).await {
-            Ok(()) => rx.await.unwrap_or(Err(WriteError::ShuttingDown)),
-            Err(_) => Err(WriteError::ShuttingDown),
-        };
+        let (writes, waits): (Vec<_>, Vec<_>) = req
+            .payloads
+            .into_iter()
+            .map(|payload| {
+                let (reply, rx) = oneshot::channel();
+                ((payload, reply), rx)
+            })
+            .unzip();
+        if self
+            .commands
+            .send(Command::Propose { writes })
+            .await
+            .is_err()
+        {
+            // Stopped before anything was proposed: a refusal the forwarder may retry.
+            return Request::Forward(ForwardRequest { payloads: vec![] })
+                .error_response(ErrorCode::ShuttingDown);
+        }
         let mut resp = ForwardResponse {
             error: None,
             epoch: Epoch::ZERO,
             leader: None,
-            committed: None,
-            response: Bytes::new(),
+            results: Vec::with_capacity(waits.len()),
         };
-        match result {
-            Ok(c) => {
-                resp.epoch = c.id.epoch;
-                resp.committed = Some(c.id);
-                resp.response = c.response;
-            }
-            Err(WriteError::Refused(ProposeError::NotLeader { epoch, leader })) => {
-                resp.error = Some(ErrorCode::NotLeader);
-                resp.epoch = epoch;
-                resp.leader = leader;
-            }
-            Err(WriteError::Refused(ProposeError::QueueFull { .. })) => {
-                resp.error = Some(ErrorCode::QueueFull)
-            }
-            Err(WriteError::Refused(ProposeError::TooLarge { .. })) => {
-                resp.error = Some(ErrorCode::TooLarge)
-            }
-            Err(WriteError::Refused(ProposeError::Transferring { .. })) => {
-                // Retriable: the forwarder learns the new leader once the handover is done.
-                resp.error = Some(ErrorCode::NotLeader);
-            }
-            Err(WriteError::Lost(id)) => {
-                resp.error = Some(ErrorCode::WriteLost);
-                resp.committed = Some(id);
-            }
-            Err(_) => resp.error = Some(ErrorCode::ShuttingDown),
+        for rx in waits {
+            // A dropped reply means the task ended with the write proposed.
+            let result = rx
+                .await
+                .unwrap_or(Err(WriteError::Unknown(Uncertain::Stopped)));
+            let r = forward_result(&mut resp, result);
+            resp.results.push(r);
         }
         Response::Forward(resp)
     }
+}
+
+/// One write's fate on the leader, for the wire. Refusals also tell the forwarder the epoch and
+/// leader this replica knows.
+fn forward_result(
+    resp: &mut ForwardResponse,
+    result: Result<Committed, WriteError>,
+) -> ForwardResult {
+    let mut r = ForwardResult {
+        error: None,
+        committed: None,
+        limit: 0,
+        response: Bytes::new(),
+    };
+    match result {
+        Ok(c) => {
+            resp.epoch = resp.epoch.max(c.id.epoch);
+            r.committed = Some(c.id);
+            r.response = c.response;
+        }
+        Err(WriteError::Refused(ProposeError::NotLeader { epoch, leader })) => {
+            r.error = Some(ErrorCode::NotLeader);
+            resp.epoch = resp.epoch.max(epoch);
+            resp.leader = leader;
+        }
+        Err(WriteError::Refused(ProposeError::QueueFull { max })) => {
+            r.error = Some(ErrorCode::QueueFull);
+            r.limit = max;
+        }
+        Err(WriteError::Refused(ProposeError::TooLarge { max, .. })) => {
+            r.error = Some(ErrorCode::TooLarge);
+            r.limit = max;
+        }
+        // Retriable refusals: the forwarder learns the new leader once it is known.
+        Err(WriteError::Refused(_)) => r.error = Some(ErrorCode::NotLeader),
+        Err(WriteError::Lost(id)) => {
+            r.error = Some(ErrorCode::WriteLost);
+            r.committed = Some(id);
+        }
+        Err(WriteError::Unknown(_)) => r.error = Some(ErrorCode::OutcomeUnknown),
+    }
+    r
 }
 
 #[async_trait::async_trait]
@@ -94,74 +131,139 @@ impl RequestHandler for Handler {
     }
 }
 
-pub(super) fn forwarded_result(
+/// The results of `count` writes forwarded to `leader`, from its answer.
+pub(super) fn forwarded_results(
     leader: ReplicaId,
+    count: usize,
     r: ForwardResponse,
-) -> Result<Committed, WriteError> {
-    match (r.error, r.committed) {
-        (None, Some(id)) => Ok(Committed {
-            id,
-            response: r.response,
-        }),
-        (Some(ErrorCode::WriteLost), Some(id)) => Err(WriteError::Lost(id)),
-        (Some(ErrorCode::QueueFull), _) => {
-            Err(WriteError::Refused(ProposeError::QueueFull { max: 0 }))
+    payload_lens: &[usize],
+) -> Vec<Result<Committed, WriteError>> {
+    // Refused as a whole: nothing was proposed. Codes other than a refusal's would be the
+    // leader's bug; a refusal is only claimed when the code says so.
+    let not_leader = WriteError::Refused(ProposeError::NotLeader {
+        epoch: r.epoch,
+        leader: r.leader,
+    });
+    if let Some(code) = r.error {
+        let e = match code {
+            ErrorCode::NotLeader | ErrorCode::ShuttingDown => not_leader,
+            other => WriteError::Unknown(Uncertain::Forward {
+                leader,
+                reason: format!("the leader answered {other:?}"),
+            }),
+        };
+        return vec![Err(e); count];
+    }
+    let mut out: Vec<_> = r
+        .results
+        .into_iter()
+        .take(count)
+        .enumerate()
+        .map(|(i, res)| match (res.error, res.committed) {
+            (None, Some(id)) => Ok(Committed {
+                id,
+                response: res.response,
+            }),
+            (Some(ErrorCode::WriteLost), Some(id)) => Err(WriteError::Lost(id)),
+            (Some(ErrorCode::QueueFull), _) => Err(WriteError::Refused(ProposeError::QueueFull {
+                max: res.limit,
+            })),
+            (Some(ErrorCode::TooLarge), _) => Err(WriteError::Refused(ProposeError::TooLarge {
+                len: payload_lens.get(i).copied().unwrap_or(0),
+                max: res.limit,
+            })),
+            // The replica does not lead; it names the leader it knows, if any. None (an
+            // election or a leadership transfer under way) is "no leader known", which callers
+            // retry; it must not fall back to naming the replica that just said it does not
+            // lead.
+            (Some(ErrorCode::NotLeader), _) => Err(not_leader.clone()),
+            (Some(ErrorCode::OutcomeUnknown), _) => {
+                Err(WriteError::Unknown(Uncertain::LeaderStopped(leader)))
+            }
+            (error, committed) => Err(WriteError::Unknown(Uncertain::Forward {
+                leader,
+                reason: format!("odd answer: error {error:?}, committed {committed:?}"),
+            })),
+        })
+        .collect();
+    // An answer with too few results leaves the rest's fate unknown.
+    while out.len() < count {
+        out.push(Err(WriteError::Unknown(Uncertain::Forward {
+            leader,
+            reason: "the leader's answer left the write out".into(),
+        })));
+    }
+    out
+}
+
+/// What a failed forward call means for its writes: a refusal only when the request provably
+/// never left this replica.
+fn forward_failed(leader: ReplicaId, e: &TransportError) -> WriteError {
+    match e {
+        TransportError::UnknownPeer(_) | TransportError::Closed => {
+            WriteError::Refused(ProposeError::NotLeader {
+                epoch: Epoch::ZERO,
+                leader: None,
+            })
         }
-        (Some(ErrorCode::TooLarge), _) => Err(WriteError::Refused(ProposeError::TooLarge {
-            len: 0,
-            max: 0,
-        })),
-        // The replica no longer leads; it names the leader it knows, if any. None (an election
-        // or a leadership transfer under way) is "no leader known", which callers retry; it
-        // must not fall back to naming the replica that just said it does not lead.
-        (Some(ErrorCode::NotLeader), _) => Err(WriteError::Refused(ProposeError::NotLeader {
-            epoch: r.epoch,
-            leader: r.leader,
-        })),
-        _ => Err(WriteError::Refused(ProposeError::NotLeader {
-            epoch: r.epoch,
-            leader: r.leader.or(Some(leader)),
-        })),
+        _ => WriteError::Unknown(Uncertain::Forward {
+            leader,
+            reason: e.to_string(),
+        }),
     }
 }
 
 impl ReplicaTask {
-    /// A write on any replica: proposed here when this replica leads (or knows no leader, which
-    /// the core refuses), otherwise forwarded to the leader it knows.
-    pub(super) fn write(
-        &mut self,
-        payload: Bytes,
-        reply: oneshot::Sender<Result<Committed, WriteError>>,
-    ) {
+    /// Writes of one caller on any replica: proposed here when this replica leads (or knows no
+    /// leader, which the core refuses), otherwise forwarded together, in order, to the leader
+    /// it knows.
+    pub(super) fn write(&mut self, writes: Vec<(Bytes, Reply)>) {
         let leader = self.replica.leader();
-        match leader {
-            Some(l) if l != self.cfg.id => {
-                let transport = self.parts.transport.clone();
-                let timeout = self.cfg.request_timeout;
-                tokio::spawn(async move {
-                    let request = Request::Forward(ForwardRequest { payload });
-                    let result = match transport.call(l, request, timeout).await {
-                        Ok(Response::Forward(r)) => forwarded_result(l, r),
-                        Ok(_) => Err(WriteError::Failed("leader answered a forward oddly".into())),
-                        Err(e) => {
-                            tracing::debug!(leader = %l, error = %e, "forwarding a write failed");
-                            Err(WriteError::Refused(ProposeError::NotLeader {
-                                epoch: Epoch::ZERO,
-                                leader: Some(l),
-                            }))
-                        }
-                    };
-                    let _ = reply.send(result);
-                });
+        let l = match leader {
+            Some(l) if l != self.cfg.id => l,
+            _ => return self.command(Command::Propose { writes }),
+        };
+        let transport = self.parts.transport.clone();
+        let timeout = self.options.forward_timeout;
+        tokio::spawn(async move {
+            let (payloads, replies): (Vec<Bytes>, Vec<Reply>) = writes.into_iter().unzip();
+            let lens: Vec<usize> = payloads.iter().map(Bytes::len).collect();
+            let count = payloads.len();
+            let request = Request::Forward(ForwardRequest { payloads });
+            let results = match transport.call(l, request, timeout).await {
+                Ok(Response::Forward(r)) => forwarded_results(l, count, r, &lens),
+                Ok(other) => {
+                    let e = WriteError::Unknown(Uncertain::Forward {
+                        leader: l,
+                        reason: format!("the leader answered a forward with {:?}", other.kind()),
+                    });
+                    vec![Err(e); count]
+                }
+                Err(e) => {
+                    tracing::debug!(leader = %l, error = %e, "forwarding writes failed");
+                    vec![Err(forward_failed(l, &e)); count]
+                }
+            };
+            for (reply, result) in replies.into_iter().zip(results) {
+                let _ = reply.send(result);
             }
-            _ => self.command(Command::Propose { payload, reply }),
-        }
+        });
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::OffsetAndEpoch;
+
+    fn result(error: Option<ErrorCode>, committed: Option<OffsetAndEpoch>) -> ForwardResult {
+        ForwardResult {
+            error,
+            committed,
+            limit: 7,
+            response: Bytes::new(),
+        }
+    }
 
     #[test]
     fn a_forward_refused_without_a_known_leader_names_no_leader() {
@@ -169,29 +271,84 @@ mod tests {
         // answers NotLeader without a leader: the write must come back as "no leader known",
         // which the node retries, not as "the leader is the replica that refused".
         let refused = ForwardResponse {
-            error: Some(ErrorCode::NotLeader),
+            error: None,
             epoch: Epoch(3),
             leader: None,
-            committed: None,
-            response: Bytes::new(),
+            results: vec![result(Some(ErrorCode::NotLeader), None)],
         };
         assert_eq!(
-            forwarded_result(ReplicaId(1), refused.clone()),
-            Err(WriteError::Refused(ProposeError::NotLeader {
+            forwarded_results(ReplicaId(1), 1, refused.clone(), &[5]),
+            vec![Err(WriteError::Refused(ProposeError::NotLeader {
                 epoch: Epoch(3),
                 leader: None
-            }))
+            }))]
         );
         let redirected = ForwardResponse {
             leader: Some(ReplicaId(2)),
             ..refused
         };
         assert_eq!(
-            forwarded_result(ReplicaId(1), redirected),
-            Err(WriteError::Refused(ProposeError::NotLeader {
+            forwarded_results(ReplicaId(1), 1, redirected, &[5]),
+            vec![Err(WriteError::Refused(ProposeError::NotLeader {
                 epoch: Epoch(3),
                 leader: Some(ReplicaId(2))
-            }))
+            }))]
         );
+    }
+
+    #[test]
+    fn only_provable_refusals_come_back_as_refusals() {
+        let l = ReplicaId(1);
+        let id = OffsetAndEpoch::new(crate::types::Offset(4), Epoch(2));
+        let answer = ForwardResponse {
+            error: None,
+            epoch: Epoch(2),
+            leader: Some(l),
+            results: vec![
+                result(None, Some(id)),
+                result(Some(ErrorCode::OutcomeUnknown), None),
+                result(Some(ErrorCode::TooLarge), None),
+                result(Some(ErrorCode::WriteLost), Some(id)),
+            ],
+        };
+        let got = forwarded_results(l, 5, answer, &[1, 2, 3, 4, 5]);
+        assert!(matches!(&got[0], Ok(c) if c.id == id));
+        assert_eq!(
+            got[1],
+            Err(WriteError::Unknown(Uncertain::LeaderStopped(l)))
+        );
+        assert_eq!(
+            got[2],
+            Err(WriteError::Refused(ProposeError::TooLarge {
+                len: 3,
+                max: 7
+            })),
+            "the leader's limit and the write's length reach the caller"
+        );
+        assert_eq!(got[3], Err(WriteError::Lost(id)));
+        assert!(
+            matches!(&got[4], Err(WriteError::Unknown(Uncertain::Forward { .. }))),
+            "a result the leader left out is unknown"
+        );
+        // Transport failures: only those that prove the request never left are refusals.
+        assert!(forward_failed(l, &TransportError::Closed).is_definite_failure());
+        assert!(!forward_failed(l, &TransportError::Timeout(l)).is_definite_failure());
+        let cut = TransportError::Unreachable {
+            peer: l,
+            reason: "connection lost".into(),
+        };
+        assert!(!forward_failed(l, &cut).is_definite_failure());
+        // A leader that stopped with the write pending says so, whole-request codes other than
+        // a refusal are unknown.
+        let stopped = ForwardResponse {
+            error: Some(ErrorCode::InvalidRequest),
+            epoch: Epoch::ZERO,
+            leader: None,
+            results: vec![],
+        };
+        assert!(!forwarded_results(l, 1, stopped, &[1])[0]
+            .as_ref()
+            .unwrap_err()
+            .is_definite_failure());
     }
 }

@@ -14,14 +14,14 @@ mod applier;
 mod election_writer;
 mod forward;
 mod log_writer;
-mod outcome;
+pub mod outcome;
 mod replica_task;
 mod snapshot_writer;
 mod tail_cache;
 mod task_messages;
 mod waiters;
 
-pub use outcome::{Committed, WriteError};
+pub use outcome::{Committed, Uncertain, WriteError};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -43,7 +43,7 @@ use crate::config::ValidatedConfig;
 use crate::io::{
     ElectionStore, LogState, LogStore, SnapshotStore, StateMachine, StorageError, Transport,
 };
-use crate::protocol::{Outputs, ReadFailure, Replica, Status, TransferError};
+use crate::protocol::{Outputs, ProposeError, ReadFailure, Replica, Status, TransferError};
 use crate::types::{Instant, Offset, OffsetAndEpoch, ReplicaId};
 
 /// Options of the driver itself (the protocol's are in [`crate::Config`]).
@@ -57,6 +57,10 @@ pub struct DriverOptions {
     pub command_queue_max: usize,
     /// How long a graceful shutdown waits for the handover to be acknowledged.
     pub shutdown_timeout: Duration,
+    /// How long a write forwarded to the leader waits for the leader's answer. Past it the
+    /// write's outcome is unknown (the leader may still commit it), so set it to the longest
+    /// a caller waits for a write, not to the RPC timeout.
+    pub forward_timeout: Duration,
 }
 
 impl Default for DriverOptions {
@@ -66,6 +70,7 @@ impl Default for DriverOptions {
             cache_bytes_max: 64 << 20,
             command_queue_max: 16 * 1024,
             shutdown_timeout: Duration::from_secs(2),
+            forward_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -274,6 +279,7 @@ impl Node {
             waiters: Waiters::default(),
             apply_sent: applied,
             applied,
+            applied_reported: Offset::ZERO,
             high_watermark: Offset::ZERO,
             log_writer,
             election_writer,
@@ -302,25 +308,58 @@ impl Node {
     }
 
     /// Proposes a record and waits until it is committed and applied on this replica (the
-    /// leader), returning the state machine's response.
+    /// leader), returning the state machine's response. See [`outcome`](self::outcome) for
+    /// what each error means and which ones are safe to retry.
     pub async fn propose(&self, payload: Bytes) -> Result<Committed, WriteError> {
         let (reply, rx) = oneshot::channel();
-        self.commands
-            .send(Command::Propose { payload, reply })
-            .await
-            .map_err(|_| WriteError::ShuttingDown)?;
-        rx.await.unwrap_or(Err(WriteError::ShuttingDown))
+        let writes = vec![(payload, reply)];
+        self.submit(Command::Propose { writes }).await?;
+        rx.await
+            .unwrap_or(Err(WriteError::Unknown(Uncertain::Stopped)))
     }
 
     /// Writes on any replica: proposes on the leader, or forwards to the leader this replica
     /// knows. Fails with `Refused(NotLeader)` (retriable) while no leader is known.
     pub async fn write(&self, payload: Bytes) -> Result<Committed, WriteError> {
-        let (reply, rx) = oneshot::channel();
+        let mut results = self.write_batch(vec![payload]).await;
+        results
+            .pop()
+            .unwrap_or(Err(WriteError::Unknown(Uncertain::Stopped)))
+    }
+
+    /// Writes of one caller on any replica, applied in the order given: proposed together on
+    /// the leader, or forwarded together to it. Returns one result per payload, in order. Once
+    /// one write is refused, every later one is refused too (none of them was proposed), so
+    /// retrying the refused suffix keeps the caller's order.
+    pub async fn write_batch(&self, payloads: Vec<Bytes>) -> Vec<Result<Committed, WriteError>> {
+        let (writes, waits): (Vec<_>, Vec<_>) = payloads
+            .into_iter()
+            .map(|payload| {
+                let (reply, rx) = oneshot::channel();
+                ((payload, reply), rx)
+            })
+            .unzip();
+        let count = waits.len();
+        if let Err(e) = self.submit(Command::Write { writes }).await {
+            return vec![Err(e); count];
+        }
+        let mut results = Vec::with_capacity(count);
+        for rx in waits {
+            // A dropped reply: the task ended with the write proposed (or forwarded).
+            results.push(
+                rx.await
+                    .unwrap_or(Err(WriteError::Unknown(Uncertain::Stopped))),
+            );
+        }
+        results
+    }
+
+    /// Hands a command to the replica task; a stopped task has proposed nothing.
+    async fn submit(&self, cmd: Command) -> Result<(), WriteError> {
         self.commands
-            .send(Command::Write { payload, reply })
+            .send(cmd)
             .await
-            .map_err(|_| WriteError::ShuttingDown)?;
-        rx.await.unwrap_or(Err(WriteError::ShuttingDown))
+            .map_err(|_| WriteError::Refused(ProposeError::ShuttingDown))
     }
 
     /// A read barrier: returns once the local state machine may be queried for `mode`, on any

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use super::applier::ApplyJob;
 use super::log_writer::{read_for_fetch, GatedLogOp};
-use super::outcome::{Committed, WriteError};
+use super::outcome::{Committed, Uncertain, WriteError};
 use super::snapshot_writer::fill_snapshot_chunk;
 use super::tail_cache::LogCache;
 use super::task_messages::{Command, Done, Inbound};
-use super::waiters::Waiters;
+use super::waiters::{Reply, Waiters};
 use super::{DriverOptions, Metrics, Parts, ReadError, ReadMode, ReadPermit};
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
@@ -40,6 +40,8 @@ pub(super) struct ReplicaTask {
     pub(super) apply_sent: Offset,
     /// Records below this are applied.
     pub(super) applied: Offset,
+    /// The applied offset last reported to the core.
+    pub(super) applied_reported: Offset,
     pub(super) high_watermark: Offset,
     pub(super) log_writer: mpsc::UnboundedSender<GatedLogOp>,
     pub(super) election_writer: mpsc::UnboundedSender<(PersistSeq, ElectionState)>,
@@ -117,10 +119,11 @@ impl ReplicaTask {
     }
 
     pub(super) async fn stop(mut self) {
-        let err = match &self.failed {
-            Some(e) => WriteError::Failed(e.clone()),
-            None => WriteError::ShuttingDown,
-        };
+        // A pending write may already be replicated and may still commit under another leader.
+        let err = WriteError::Unknown(match &self.failed {
+            Some(e) => Uncertain::Failed(e.clone()),
+            None => Uncertain::Stopped,
+        });
         for (_, _, w) in std::mem::take(&mut self.waiters).0 {
             let _ = w.send(Err(err.clone()));
         }
@@ -138,22 +141,8 @@ impl ReplicaTask {
 
     pub(super) fn command(&mut self, cmd: Command) {
         match cmd {
-            Command::Propose { payload, reply } => {
-                let now = self.now();
-                match self.replica.propose(now, payload, &mut self.out) {
-                    Ok(id) => {
-                        self.metrics.proposals.fetch_add(1, Ordering::Relaxed);
-                        self.waiters.insert(id.offset, id.epoch, reply);
-                    }
-                    Err(e) => {
-                        self.metrics
-                            .proposals_refused
-                            .fetch_add(1, Ordering::Relaxed);
-                        let _ = reply.send(Err(WriteError::Refused(e)));
-                    }
-                }
-            }
-            Command::Write { payload, reply } => self.write(payload, reply),
+            Command::Propose { writes } => self.propose(writes),
+            Command::Write { writes } => self.write(writes),
             Command::Read { mode, reply } => self.read(mode, reply),
             Command::Status { reply } => {
                 let _ = reply.send(self.replica.status(self.now()));
@@ -178,6 +167,33 @@ impl ReplicaTask {
                         tokio::time::Instant::now(),
                         self.shutdown.take().expect("set above").1,
                     ));
+                }
+            }
+        }
+    }
+
+    /// Proposes one caller's writes in order. Once one is refused, the rest are refused with
+    /// it, unproposed: a caller retrying the refused suffix can never see it applied after a
+    /// later write of the same caller.
+    pub(super) fn propose(&mut self, writes: Vec<(Bytes, Reply)>) {
+        let now = self.now();
+        let mut refused = None;
+        for (payload, reply) in writes {
+            if let Some(e) = &refused {
+                let _ = reply.send(Err(WriteError::Refused(Clone::clone(e))));
+                continue;
+            }
+            match self.replica.propose(now, payload, &mut self.out) {
+                Ok(id) => {
+                    self.metrics.proposals.fetch_add(1, Ordering::Relaxed);
+                    self.waiters.insert(id.offset, id.epoch, reply);
+                }
+                Err(e) => {
+                    self.metrics
+                        .proposals_refused
+                        .fetch_add(1, Ordering::Relaxed);
+                    let _ = reply.send(Err(WriteError::Refused(e.clone())));
+                    refused = Some(e);
                 }
             }
         }
@@ -288,8 +304,7 @@ impl ReplicaTask {
                     .snapshots_installed
                     .fetch_add(1, Ordering::Relaxed);
                 self.applied = self.applied.max(id.offset);
-                let applied = self.applied.min(self.replica.high_watermark());
-                self.step(Input::Applied(applied));
+                self.report_applied();
             }
             Done::SnapshotTaken(Err(e)) | Done::Restored(Err(e)) => {
                 tracing::error!(error = %e, "snapshot failed; stopping");
@@ -308,17 +323,33 @@ impl ReplicaTask {
     pub(super) fn applied_done(&mut self, applied: Vec<(OffsetAndEpoch, Bytes)>) {
         for (id, response) in applied {
             self.applied = id.offset.next();
-            if let Some((epoch, w)) = self.waiters.take(id.offset) {
+            // The applied record is committed: a waiter of another epoch at its offset waited
+            // for a record that can now never commit.
+            for (epoch, w) in self.waiters.take(id.offset) {
                 let result = if epoch == id.epoch {
-                    Ok(Committed { id, response })
+                    Ok(Committed {
+                        id,
+                        response: response.clone(),
+                    })
                 } else {
                     Err(WriteError::Lost(OffsetAndEpoch::new(id.offset, epoch)))
                 };
                 let _ = w.send(result);
             }
         }
+        self.report_applied();
+    }
+
+    /// Tells the core how far the state machine has applied, as far as the core knows to be
+    /// committed. Also after a restart, where the state machine starts ahead of the core (which
+    /// starts at 0) and no record may be applied for a long time in an idle cluster: the core
+    /// completes reads only once it knows their offset is applied.
+    pub(super) fn report_applied(&mut self) {
         let applied = self.applied.min(self.replica.high_watermark());
-        self.step(Input::Applied(applied));
+        if applied > self.applied_reported {
+            self.applied_reported = applied;
+            self.step(Input::Applied(applied));
+        }
     }
 
     pub(super) fn reply(&mut self, id: RequestId, response: Response) {
@@ -334,6 +365,7 @@ impl ReplicaTask {
         self.act(&mut out);
         out.clear();
         self.out = out;
+        self.report_applied();
     }
 
     pub(super) fn act(&mut self, out: &mut Outputs) {
@@ -353,6 +385,11 @@ impl ReplicaTask {
                     gate = Some(wait);
                     debug_assert_eq!(restore, Some(*start), "a reset comes with its restore");
                     self.apply_sent = start.offset;
+                    // Records below the snapshot are never applied here one by one, so which
+                    // of them committed cannot be told from this replica.
+                    for (_, _, w) in self.waiters.take_below(start.offset) {
+                        let _ = w.send(Err(WriteError::Unknown(Uncertain::Snapshotted)));
+                    }
                     let _ = self.applier.send(ApplyJob::Restore {
                         id: *start,
                         reached,
@@ -360,11 +397,10 @@ impl ReplicaTask {
                 }
                 LogOp::Append { records, .. } => self.cache.append(records),
                 LogOp::Truncate { end, .. } => {
+                    // Writes waiting at truncated offsets keep waiting: another replica may still
+                    // hold their records and a later leader may commit them. The record applied
+                    // at each offset settles them (see `applied_done`).
                     self.cache.truncate(*end);
-                    // Writes waiting at truncated offsets are lost.
-                    for (o, epoch, w) in self.waiters.split_off(*end) {
-                        let _ = w.send(Err(WriteError::Lost(OffsetAndEpoch::new(o, epoch))));
-                    }
                 }
             }
             let _ = self.log_writer.send(GatedLogOp { op, gate });

@@ -1,7 +1,7 @@
 //! The messages the replica task receives: commands from [`super::Node`], inbound RPCs, and
 //! completions from the writer, applier and RPC tasks.
 
-use super::outcome::{Committed, WriteError};
+use super::waiters::Reply;
 use super::{ReadError, ReadMode, ReadPermit};
 use bytes::Bytes;
 use tokio::sync::oneshot;
@@ -12,17 +12,17 @@ use crate::protocol::{LogSeq, PersistSeq, Status, TransferError};
 use crate::types::{OffsetAndEpoch, Record, ReplicaId};
 
 pub(super) enum Command {
+    /// Writes of one caller, in order: proposed here or forwarded together.
     Write {
-        payload: Bytes,
-        reply: oneshot::Sender<Result<Committed, WriteError>>,
+        writes: Vec<(Bytes, Reply)>,
     },
     Read {
         mode: ReadMode,
         reply: oneshot::Sender<Result<ReadPermit, ReadError>>,
     },
+    /// Writes of one caller, in order, proposed here.
     Propose {
-        payload: Bytes,
-        reply: oneshot::Sender<Result<Committed, WriteError>>,
+        writes: Vec<(Bytes, Reply)>,
     },
     Status {
         reply: oneshot::Sender<Status>,

@@ -10,45 +10,58 @@ use crate::types::{Epoch, Offset};
 /// Where a proposal's caller waits for its result.
 pub(super) type Reply = oneshot::Sender<Result<Committed, WriteError>>;
 
-/// Proposals waiting to be applied, by offset (ascending, one per offset). Proposals arrive in
-/// offset order and apply in offset order, so the common cases are a push at the back and a pop
-/// at the front: cheaper than a map, which the driver paid for on every write. Other orders
-/// (a proposal below a waiting one, a record applied past a waiter that will never apply) are
-/// handled by searching, with the same results a map would give.
+/// Proposals waiting to be applied, by offset (ascending). Proposals arrive in offset order and
+/// apply in offset order, so the common cases are a push at the back and a pop at the front:
+/// cheaper than a map, which the driver paid for on every write.
+///
+/// One offset may have several waiters, of different epochs: a leader's record truncated away
+/// keeps its waiter (another replica may still hold it and a later leader may commit it), and
+/// when this replica leads again it proposes a new record at the same offset. The record that
+/// is applied there settles all of them: the one of its epoch committed, the others lost.
 #[derive(Default)]
 pub(super) struct Waiters(pub(super) VecDeque<(Offset, Epoch, Reply)>);
 
 impl Waiters {
-    /// Adds the waiter of `offset`, replacing (and dropping) any waiter already there.
+    /// Adds a waiter at `offset`, after any already there.
     pub(super) fn insert(&mut self, offset: Offset, epoch: Epoch, reply: Reply) {
         match self.0.back() {
-            Some((last, _, _)) if *last >= offset => {
-                match self.0.binary_search_by_key(&offset, |(o, _, _)| *o) {
-                    Ok(i) => self.0[i] = (offset, epoch, reply),
-                    Err(i) => self.0.insert(i, (offset, epoch, reply)),
-                }
+            Some((last, _, _)) if *last > offset => {
+                let i = self.0.partition_point(|(o, _, _)| *o <= offset);
+                self.0.insert(i, (offset, epoch, reply));
             }
             _ => self.0.push_back((offset, epoch, reply)),
         }
     }
 
-    /// Removes and returns the waiter of `offset`, if any.
-    pub(super) fn take(&mut self, offset: Offset) -> Option<(Epoch, Reply)> {
-        let (first, _, _) = self.0.front()?;
-        if *first == offset {
-            return self.0.pop_front().map(|(_, e, r)| (e, r));
+    /// Removes and returns every waiter at `offset`.
+    pub(super) fn take(&mut self, offset: Offset) -> Vec<(Epoch, Reply)> {
+        let mut taken = Vec::new();
+        while let Some((first, _, _)) = self.0.front() {
+            if *first != offset {
+                break;
+            }
+            let (_, e, r) = self.0.pop_front().expect("front exists");
+            taken.push((e, r));
         }
-        if *first > offset {
-            return None;
+        if taken.is_empty() && self.0.front().is_some_and(|(o, _, _)| *o < offset) {
+            // Past a waiter that never applied: search, leaving the ones below.
+            let from = self.0.partition_point(|(o, _, _)| *o < offset);
+            let to = self.0.partition_point(|(o, _, _)| *o <= offset);
+            taken = self.0.drain(from..to).map(|(_, e, r)| (e, r)).collect();
         }
-        let i = self.0.binary_search_by_key(&offset, |(o, _, _)| *o).ok()?;
-        self.0.remove(i).map(|(_, e, r)| (e, r))
+        taken
     }
 
     /// Removes and returns the waiters at or above `from`, in offset order.
     pub(super) fn split_off(&mut self, from: Offset) -> VecDeque<(Offset, Epoch, Reply)> {
         let i = self.0.partition_point(|(o, _, _)| *o < from);
         self.0.split_off(i)
+    }
+
+    /// Removes and returns the waiters below `end`, in offset order.
+    pub(super) fn take_below(&mut self, end: Offset) -> VecDeque<(Offset, Epoch, Reply)> {
+        let i = self.0.partition_point(|(o, _, _)| *o < end);
+        self.0.drain(..i).collect()
     }
 }
 
@@ -78,34 +91,33 @@ mod tests {
         let _c = waiter(&mut w, 6, 1);
         let _d = waiter(&mut w, 2, 1);
         assert_eq!(offsets(&w), vec![2, 5, 6, 7]);
-        // A second waiter at an offset replaces the first, whose caller learns it is gone.
-        let mut replaced = waiter(&mut w, 0, 1);
-        let _e = waiter(&mut w, 0, 2);
-        assert_eq!(offsets(&w), vec![0, 2, 5, 6, 7]);
-        assert!(
-            matches!(
-                replaced.try_recv(),
-                Err(oneshot::error::TryRecvError::Closed)
-            ),
-            "the replaced sender was dropped"
+        // A second waiter at an offset (a later epoch's record there) joins the first.
+        let _kept = waiter(&mut w, 5, 1);
+        let _e = waiter(&mut w, 5, 2);
+        assert_eq!(offsets(&w), vec![2, 5, 5, 5, 6, 7]);
+        let at_five: Vec<u32> = w.take(Offset(5)).iter().map(|(e, _)| e.0).collect();
+        assert_eq!(
+            at_five,
+            vec![1, 1, 2],
+            "all waiters of an offset, in insertion order"
         );
-        assert_eq!(w.0[0].1, Epoch(2));
+        assert_eq!(offsets(&w), vec![2, 6, 7]);
     }
 
     #[test]
     fn waiters_are_taken_by_offset_at_the_front_or_further_in() {
         let mut w = Waiters::default();
         let _r: Vec<_> = [3, 4, 6, 9].iter().map(|o| waiter(&mut w, *o, 1)).collect();
-        assert!(w.take(Offset(1)).is_none(), "below every waiter");
-        assert!(w.take(Offset(3)).is_some());
+        assert!(w.take(Offset(1)).is_empty(), "below every waiter");
+        assert!(w.take(Offset(3)).len() == 1);
         assert_eq!(offsets(&w), vec![4, 6, 9]);
         // Past a waiter that never applied: found by searching, the one below stays.
-        assert!(w.take(Offset(6)).is_some());
-        assert!(w.take(Offset(7)).is_none());
+        assert!(w.take(Offset(6)).len() == 1);
+        assert!(w.take(Offset(7)).is_empty());
         assert_eq!(offsets(&w), vec![4, 9]);
-        assert!(w.take(Offset(4)).is_some());
-        assert!(w.take(Offset(9)).is_some());
-        assert!(w.take(Offset(9)).is_none());
+        assert!(w.take(Offset(4)).len() == 1);
+        assert!(w.take(Offset(9)).len() == 1);
+        assert!(w.take(Offset(9)).is_empty());
         assert!(w.0.is_empty());
     }
 
@@ -117,7 +129,13 @@ mod tests {
         assert_eq!(tail, vec![4, 5]);
         assert_eq!(offsets(&w), vec![1, 2]);
         assert!(w.split_off(Offset(9)).is_empty());
-        assert_eq!(w.split_off(Offset(0)).len(), 2);
+        let below: Vec<u64> = w
+            .take_below(Offset(2))
+            .iter()
+            .map(|(o, _, _)| o.0)
+            .collect();
+        assert_eq!(below, vec![1]);
+        assert_eq!(w.split_off(Offset(0)).len(), 1);
         assert!(w.0.is_empty());
     }
 }

@@ -532,7 +532,7 @@ impl Replica {
                 // Forwarded writes are the driver's business; one reaching the core is a bug
                 // of the sender's driver.
                 let resp = Request::Forward(crate::message::ForwardRequest {
-                    payload: Bytes::new(),
+                    payloads: Vec::new(),
                 })
                 .error_response(ErrorCode::InvalidRequest);
                 self.respond(from, id, resp, out);

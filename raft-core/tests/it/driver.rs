@@ -16,8 +16,8 @@ use raft_core::{Config, Offset, Record, RecordKind, ReplicaId, Role};
 
 /// A state machine that records applied payloads and answers each with its offset.
 #[derive(Default)]
-struct Recorder {
-    applied: Mutex<Vec<(u64, Bytes)>>,
+pub(crate) struct Recorder {
+    pub(crate) applied: Mutex<Vec<(u64, Bytes)>>,
     next: Mutex<Offset>,
 }
 
@@ -89,12 +89,12 @@ impl StateMachine for Recorder {
     }
 }
 
-struct TestNode {
-    node: Node,
-    sm: Arc<Recorder>,
+pub(crate) struct TestNode {
+    pub(crate) node: Node,
+    pub(crate) sm: Arc<Recorder>,
 }
 
-fn test_config(id: ReplicaId, voters: &[ReplicaId]) -> Config {
+pub(crate) fn test_config(id: ReplicaId, voters: &[ReplicaId]) -> Config {
     let mut cfg = Config::new(id, voters.iter().copied());
     cfg.election_timeout = Duration::from_millis(150);
     cfg.fetch_timeout = Duration::from_millis(400);
@@ -103,7 +103,7 @@ fn test_config(id: ReplicaId, voters: &[ReplicaId]) -> Config {
     cfg
 }
 
-async fn start_node(net: &MemNetwork, cfg: Config) -> TestNode {
+pub(crate) async fn start_node(net: &MemNetwork, cfg: Config) -> TestNode {
     let sm = Arc::new(Recorder::default());
     let id = cfg.id;
     let parts = Parts {
@@ -123,7 +123,7 @@ async fn start_node(net: &MemNetwork, cfg: Config) -> TestNode {
     TestNode { node, sm }
 }
 
-async fn start_cluster(net: &MemNetwork, n: u32) -> Vec<TestNode> {
+pub(crate) async fn start_cluster(net: &MemNetwork, n: u32) -> Vec<TestNode> {
     let voters: Vec<ReplicaId> = (1..=n).map(ReplicaId).collect();
     let mut nodes = Vec::new();
     for id in &voters {
@@ -133,7 +133,7 @@ async fn start_cluster(net: &MemNetwork, n: u32) -> Vec<TestNode> {
 }
 
 /// Polls statuses until exactly one node is leader; waits on real events with a deadline.
-async fn wait_for_leader(nodes: &[TestNode], skip: Option<usize>) -> usize {
+pub(crate) async fn wait_for_leader(nodes: &[TestNode], skip: Option<usize>) -> usize {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         for (i, n) in nodes.iter().enumerate() {

@@ -10,6 +10,7 @@
 
 mod check_quorum;
 mod driver;
+mod driver_outcomes;
 mod election;
 mod observers;
 mod prevote;

@@ -12,7 +12,7 @@ use crate::message::ErrorCode;
 use crate::types::{Epoch, Offset, OffsetAndEpoch, Record, ReplicaId};
 
 /// The wire version this build writes and the only one it reads.
-pub const WIRE_VERSION: u8 = 2;
+pub const WIRE_VERSION: u8 = 3;
 
 /// The kind tag of a version refusal frame.
 pub const KIND_VERSION_REFUSED: u8 = 0xFF;
@@ -128,6 +128,7 @@ pub(super) fn put_error(out: &mut BytesMut, error: Option<ErrorCode>) {
         Some(ErrorCode::TooLarge) => 11,
         Some(ErrorCode::SnapshotNotFound) => 12,
         Some(ErrorCode::PositionOutOfRange) => 13,
+        Some(ErrorCode::OutcomeUnknown) => 14,
     };
     out.put_u8(code);
 }
@@ -258,6 +259,7 @@ impl<'a> Reader<'a> {
             11 => ErrorCode::TooLarge,
             12 => ErrorCode::SnapshotNotFound,
             13 => ErrorCode::PositionOutOfRange,
+            14 => ErrorCode::OutcomeUnknown,
             other => {
                 return Err(DecodeError::InvalidValue {
                     what: "error code",

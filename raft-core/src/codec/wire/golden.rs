@@ -11,8 +11,9 @@ use super::*;
 use crate::message::{
     BeginQuorumEpochRequest, DescribeQuorumRequest, DescribeQuorumResponse, EndQuorumEpochRequest,
     EpochResponse, ErrorCode, FetchRequest, FetchResponse, FetchSnapshotRequest,
-    FetchSnapshotResponse, ForwardRequest, ForwardResponse, ReadBarrier, ReadIndexRequest,
-    ReadIndexResponse, ReplicaProgress, Request, Response, VoteRequest, VoteResponse,
+    FetchSnapshotResponse, ForwardRequest, ForwardResponse, ForwardResult, ReadBarrier,
+    ReadIndexRequest, ReadIndexResponse, ReplicaProgress, Request, Response, VoteRequest,
+    VoteResponse,
 };
 use crate::types::{Epoch, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId};
 
@@ -77,7 +78,10 @@ fn golden_frames() -> Vec<(String, Bytes)> {
         (
             "forward",
             Request::Forward(ForwardRequest {
-                payload: Bytes::from_static(b"set k v"),
+                payloads: vec![
+                    Bytes::from_static(b"set k v"),
+                    Bytes::from_static(b"incr n"),
+                ],
             }),
         ),
         (
@@ -181,11 +185,29 @@ fn golden_frames() -> Vec<(String, Bytes)> {
         (
             "forward",
             Response::Forward(ForwardResponse {
-                error: Some(ErrorCode::PositionOutOfRange),
+                error: None,
                 epoch: Epoch(7),
                 leader: Some(ReplicaId(1)),
-                committed: Some(oe(44, 7)),
-                response: Bytes::from_static(b"OK"),
+                results: vec![
+                    ForwardResult {
+                        error: None,
+                        committed: Some(oe(44, 7)),
+                        limit: 0,
+                        response: Bytes::from_static(b"OK"),
+                    },
+                    ForwardResult {
+                        error: Some(ErrorCode::OutcomeUnknown),
+                        committed: None,
+                        limit: 0,
+                        response: Bytes::new(),
+                    },
+                    ForwardResult {
+                        error: Some(ErrorCode::TooLarge),
+                        committed: None,
+                        limit: 524288,
+                        response: Bytes::new(),
+                    },
+                ],
             }),
         ),
         (
@@ -240,61 +262,64 @@ fn every_frame_has_pinned_bytes() {
     }
     expect_test::expect![[r#"
         vote request:
-            02 01 07 00 00 00 02 00 00 00 03 00 00 00 29 00
+            03 01 07 00 00 00 02 00 00 00 03 00 00 00 29 00
             00 00 00 00 00 00 06 00 00 00 01 00
         begin_quorum_epoch request:
-            02 02 07 00 00 00 01 00 00 00 03 00 00 00
+            03 02 07 00 00 00 01 00 00 00 03 00 00 00
         end_quorum_epoch request:
-            02 03 07 00 00 00 01 00 00 00 02 00 00 00 03 00
+            03 03 07 00 00 00 01 00 00 00 02 00 00 00 03 00
             00 00 02 00 00 00
         fetch request:
-            02 04 07 00 00 00 02 00 00 00 2a 00 00 00 00 00
+            03 04 07 00 00 00 02 00 00 00 2a 00 00 00 00 00
             00 00 06 00 00 00 01 28 00 00 00 00 00 00 00 09
             00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 f4
             01 00 00 00 00 01 00
         describe_quorum request:
-            02 05
+            03 05
         read_index request:
-            02 06 07 00 00 00 02 00 00 00 05 00 00 00 01
+            03 06 07 00 00 00 02 00 00 00 05 00 00 00 01
         forward request:
-            02 07 07 00 00 00 73 65 74 20 6b 20 76
+            03 07 02 00 00 00 07 00 00 00 73 65 74 20 6b 20
+            76 06 00 00 00 69 6e 63 72 20 6e
         fetch_snapshot request:
-            02 08 07 00 00 00 02 00 00 00 1e 00 00 00 00 00
+            03 08 07 00 00 00 02 00 00 00 1e 00 00 00 00 00
             00 00 05 00 00 00 00 10 00 00 00 00 00 00 00 04
             00 00
         vote response:
-            02 81 00 07 00 00 00 00 01
+            03 81 00 07 00 00 00 00 01
         begin_quorum_epoch response:
-            02 82 01 08 00 00 00 01 03 00 00 00
+            03 82 01 08 00 00 00 01 03 00 00 00
         end_quorum_epoch response:
-            02 83 00 08 00 00 00 01 03 00 00 00
+            03 83 00 08 00 00 00 01 03 00 00 00
         fetch response:
-            02 84 00 07 00 00 00 01 01 00 00 00 01 2b 00 00
+            03 84 00 07 00 00 00 01 01 00 00 00 01 2b 00 00
             00 00 00 00 00 01 28 00 00 00 00 00 00 00 06 00
             00 00 09 00 00 00 00 00 00 00 00 02 00 00 00 a7
             7a a6 e6 01 01 2a 00 00 00 00 00 00 00 07 00 00
             00 00 00 00 00 75 8b 6d ba 01 00 2b 00 00 00 00
             00 00 00 07 00 00 00 02 00 00 00 61 62
         describe_quorum response:
-            02 85 00 07 00 00 00 01 01 00 00 00 01 2b 00 00
+            03 85 00 07 00 00 00 01 01 00 00 00 01 2b 00 00
             00 00 00 00 00 02 00 00 00 01 00 00 00 01 2c 00
             00 00 00 00 00 00 00 02 00 00 00 01 2b 00 00 00
             00 00 00 00 01 00 00 00 00 00 00 00 00 c0 e1 e4
             00 01 00 00 00 09 00 00 00 00 01 02 00 00 00 00
             00 00 00 00 00 00 00
         read_index response:
-            02 86 03 07 00 00 00 01 01 00 00 00 01 2b 00 00
+            03 86 03 07 00 00 00 01 01 00 00 00 01 2b 00 00
             00 00 00 00 00
         forward response:
-            02 87 0d 07 00 00 00 01 01 00 00 00 01 2c 00 00
-            00 00 00 00 00 07 00 00 00 02 00 00 00 4f 4b
+            03 87 00 07 00 00 00 01 01 00 00 00 03 00 00 00
+            00 01 2c 00 00 00 00 00 00 00 07 00 00 00 00 00
+            00 00 02 00 00 00 4f 4b 0e 00 00 00 00 00 00 00
+            00 00 0b 00 00 00 08 00 00 00 00 00
         fetch_snapshot response:
-            02 88 00 07 00 00 00 01 01 00 00 00 1e 00 00 00
+            03 88 00 07 00 00 00 01 01 00 00 00 1e 00 00 00
             00 00 00 00 05 00 00 00 10 27 00 00 00 00 00 00
             ef be ad de 00 10 00 00 00 00 00 00 03 00 00 00
             78 79 7a
         version refusal:
-            02 ff 01
+            03 ff 01
     "#]]
     .assert_eq(&text);
 }

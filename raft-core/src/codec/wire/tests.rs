@@ -10,8 +10,9 @@ use crate::codec::DecodeError;
 use crate::message::{
     BeginQuorumEpochRequest, DescribeQuorumRequest, DescribeQuorumResponse, EndQuorumEpochRequest,
     EpochResponse, ErrorCode, FetchRequest, FetchResponse, FetchSnapshotRequest,
-    FetchSnapshotResponse, ForwardRequest, ForwardResponse, ReadBarrier, ReadIndexRequest,
-    ReadIndexResponse, ReplicaProgress, Request, Response, VoteRequest, VoteResponse,
+    FetchSnapshotResponse, ForwardRequest, ForwardResponse, ForwardResult, ReadBarrier,
+    ReadIndexRequest, ReadIndexResponse, ReplicaProgress, Request, Response, VoteRequest,
+    VoteResponse,
 };
 use crate::types::{Epoch, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId};
 use proptest::collection::vec;
@@ -53,6 +54,7 @@ fn error_code() -> impl Strategy<Value = Option<ErrorCode>> {
         Just(Some(ErrorCode::TooLarge)),
         Just(Some(ErrorCode::SnapshotNotFound)),
         Just(Some(ErrorCode::PositionOutOfRange)),
+        Just(Some(ErrorCode::OutcomeUnknown)),
     ]
 }
 
@@ -165,8 +167,8 @@ fn request() -> impl Strategy<Value = Request> {
                 })
             }
         ),
-        vec(any::<u8>(), 0..64).prop_map(|p| Request::Forward(ForwardRequest {
-            payload: Bytes::from(p)
+        vec(vec(any::<u8>(), 0..64), 0..4).prop_map(|ps| Request::Forward(ForwardRequest {
+            payloads: ps.into_iter().map(Bytes::from).collect()
         })),
         (
             epoch(),
@@ -284,16 +286,30 @@ fn response() -> impl Strategy<Value = Response> {
             error_code(),
             epoch(),
             proptest::option::of(replica()),
-            proptest::option::of(offset_and_epoch()),
-            vec(any::<u8>(), 0..64)
+            vec(
+                (
+                    error_code(),
+                    proptest::option::of(offset_and_epoch()),
+                    any::<u32>(),
+                    vec(any::<u8>(), 0..64)
+                ),
+                0..4
+            )
         )
-            .prop_map(|(error, epoch, leader, committed, response)| {
+            .prop_map(|(error, epoch, leader, results)| {
                 Response::Forward(ForwardResponse {
                     error,
                     epoch,
                     leader,
-                    committed,
-                    response: Bytes::from(response),
+                    results: results
+                        .into_iter()
+                        .map(|(error, committed, limit, response)| ForwardResult {
+                            error,
+                            committed,
+                            limit,
+                            response: Bytes::from(response),
+                        })
+                        .collect(),
                 })
             }),
         (
