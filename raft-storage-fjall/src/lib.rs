@@ -19,6 +19,9 @@
 //! * A failed commit or persist poisons the store: it and every later call return
 //!   [`StorageError::Poisoned`] (a persist is never retried; fjall poisons itself too). Reopen
 //!   the directory to recover.
+//! * Opening syncs the journal it recovered before serving anything: after a process crash the
+//!   journal may end in writes that reached the page cache but were never synced, and they must
+//!   not be counted as durable until they are.
 //!
 //! # On-disk layout
 //!
@@ -238,6 +241,10 @@ impl FjallStore {
         let dir = dir.as_ref().to_path_buf();
         std::fs::create_dir_all(&dir).map_err(io)?;
         let (db, log, meta_ks) = open_db(&dir, &options)?;
+        // Recovery replays the active journal as the previous process left it, including
+        // writes it had not synced yet (a process crash keeps them in the page cache). They are
+        // about to be served as durable, so they must be: sync before reading anything.
+        db.persist(PersistMode::SyncAll).map_err(io)?;
         let meta = init_or_check(&db, &meta_ks, cluster_id)?;
         let (finished, _) = watch::channel(0);
         let (tx, rx) = mpsc::channel();
