@@ -73,6 +73,8 @@ pub struct Context<'a> {
     pub requirepass: Option<&'a str>,
     /// The wall clock, milliseconds since the Unix epoch.
     pub now_ms: u64,
+    /// Whether this node serves lease reads (`lease.enabled`).
+    pub lease_reads: bool,
 }
 
 /// `(name, arity, flags, first key, last key, step)` as `COMMAND` reports them. A negative
@@ -237,7 +239,7 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
             b"0" => Reply::ok(),
             _ => Reply::err("DB index is out of range"),
         }),
-        "readmode" => Plan::Reply(readmode(conn, a)),
+        "readmode" => Plan::Reply(readmode(conn, ctx, a)),
         "client" => Plan::Reply(client(conn, a)),
         "config" => Plan::Reply(config(a)),
         "command" => Plan::Reply(command(a)),
@@ -382,10 +384,13 @@ fn hello(conn: &mut Conn, ctx: &Context<'_>, a: &[Bytes]) -> Reply {
     )
 }
 
-fn readmode(conn: &mut Conn, a: &[Bytes]) -> Reply {
+fn readmode(conn: &mut Conn, ctx: &Context<'_>, a: &[Bytes]) -> Reply {
     match a {
         [] => Reply::bulk(conn.read_mode.name()),
         [m] => match ReadMode::parse(&String::from_utf8_lossy(m)) {
+            Some(ReadMode::Lease) if !ctx.lease_reads => Reply::err(
+                "lease reads are not enabled on this node (lease.enabled); use linearizable",
+            ),
             Some(mode) => {
                 conn.read_mode = mode;
                 Reply::ok()
@@ -544,6 +549,7 @@ mod tests {
         let ctx = Context {
             requirepass: pass,
             now_ms: 1_000,
+            lease_reads: false,
         };
         plan(conn, &ctx, &args)
     }
@@ -643,5 +649,14 @@ mod tests {
             reply(run(&mut c, None, "READMODE fast")),
             Reply::Error(_)
         ));
+        assert!(
+            matches!(reply(run(&mut c, None, "READMODE lease")), Reply::Error(e) if e.contains("lease.enabled")),
+            "lease mode is refused while leases are off"
+        );
+        assert_eq!(
+            c.read_mode,
+            ReadMode::Sequential,
+            "a refused mode changes nothing"
+        );
     }
 }

@@ -41,9 +41,13 @@
 //! log_retention = 10000       # records kept in the log below a snapshot
 //! chunk_bytes = 1048576       # bytes per FetchSnapshot chunk
 //!
+//! [lease]                     # optional: lease reads (`READMODE lease`); off by default
+//! enabled = false
+//! drift_margin_ms = 200       # below timers.fetch_timeout_ms; see "Leases and clocks"
+//!
 //! [client]                    # all optional
 //! requirepass = "secret"
-//! read_mode = "linearizable"  # or "lease", "sequential"
+//! read_mode = "linearizable"  # or "lease" (needs lease.enabled), "sequential"
 //! bulk_bytes_max = 524288
 //! array_len_max = 65536
 //! inline_bytes_max = 65536
@@ -53,6 +57,18 @@
 //! tls_key = "certs/client.key"
 //! tls_ca = "certs/clients-ca.pem" # optional: require client certificates signed by this CA
 //! ```
+
+//!
+//! # Leases and clocks
+//!
+//! A lease read skips the leader's confirmation round while followers cannot yet have elected
+//! another leader: for one fetch timeout, minus `lease.drift_margin_ms`, after a majority last
+//! fetched. Time is tokio's `Instant` (on Linux `CLOCK_MONOTONIC`): immune to wall-clock steps,
+//! but it stands still while the host is suspended, and a paused VM may not see the pause. A
+//! leader that resumes from either believes its lease still runs while the others have moved
+//! on, so its lease reads can be stale. Enable leases only where clocks run at rates within the
+//! margin of each other over a fetch timeout and hosts are never suspended or paused for
+//! longer than that; otherwise keep linearizable reads (the default).
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -216,6 +232,15 @@ pub struct SnapshotOptions {
     pub chunk_bytes: u32,
 }
 
+/// Lease reads (raft-core's `Config::lease_reads` and `lease_drift_margin`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseOptions {
+    /// Whether `READMODE lease` is served; off by default.
+    pub enabled: bool,
+    /// Subtracted from the fetch timeout to bound the lease (clock rate differences).
+    pub drift_margin: Duration,
+}
+
 /// TLS on the client port.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientTls {
@@ -271,6 +296,8 @@ pub struct NodeConfig {
     pub timers: Timers,
     /// Snapshot triggers.
     pub snapshot: SnapshotOptions,
+    /// Lease reads.
+    pub lease: LeaseOptions,
     /// Client options.
     pub client: ClientOptions,
 }
@@ -310,7 +337,19 @@ impl NodeConfig {
         c.snapshot_after_time = self.snapshot.after_time;
         c.snapshot_log_retention = self.snapshot.log_retention;
         c.snapshot_chunk_bytes = self.snapshot.chunk_bytes;
-        c.validate().map_err(|e| bad("timers", e.to_string()))
+        c.lease_reads = self.lease.enabled;
+        c.lease_drift_margin = self.lease.drift_margin;
+        c.validate().map_err(|e| match e {
+            raft_core::ConfigError::LeaseMarginTooLarge => bad(
+                "lease.drift_margin_ms",
+                format!(
+                    "{} ms must be below timers.fetch_timeout_ms ({} ms)",
+                    self.lease.drift_margin.as_millis(),
+                    self.timers.fetch_timeout.as_millis()
+                ),
+            ),
+            e => bad("timers", e.to_string()),
+        })
     }
 }
 
@@ -335,6 +374,8 @@ pub struct FileConfig {
     timers: TimersSection,
     #[serde(default)]
     snapshot: SnapshotSection,
+    #[serde(default)]
+    lease: LeaseSection,
     #[serde(default)]
     client: ClientSection,
     /// The directory relative paths in the file are resolved against.
@@ -405,6 +446,33 @@ impl SnapshotSection {
                 .map_or(d.snapshot_after_time, Duration::from_secs),
             log_retention: self.log_retention.unwrap_or(d.snapshot_log_retention),
             chunk_bytes,
+        })
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LeaseSection {
+    enabled: Option<bool>,
+    drift_margin_ms: Option<u64>,
+}
+
+impl LeaseSection {
+    fn check(&self) -> Result<LeaseOptions, ConfigError> {
+        let d = raft_core::Config::new(raft_core::ReplicaId(1), [raft_core::ReplicaId(1)]);
+        let drift_margin = match self.drift_margin_ms {
+            None => d.lease_drift_margin,
+            Some(0) => {
+                return Err(bad(
+                    "lease.drift_margin_ms",
+                    "must be greater than zero: clocks never run at exactly the same rate",
+                ))
+            }
+            Some(v) => Duration::from_millis(v),
+        };
+        Ok(LeaseOptions {
+            enabled: self.enabled.unwrap_or(false),
+            drift_margin,
         })
     }
 }
@@ -634,8 +702,15 @@ impl FileConfig {
             observers,
             timers: self.timers.check()?,
             snapshot: self.snapshot.check()?,
+            lease: self.lease.check()?,
             client: self.client.check(|p| self.path(p))?,
         };
+        if cfg.client.read_mode == ReadMode::Lease && !cfg.lease.enabled {
+            return Err(bad(
+                "client.read_mode",
+                "\"lease\" needs lease.enabled = true (read the clock assumptions first)",
+            ));
+        }
         cfg.raft_config()?;
         Ok(cfg)
     }
@@ -905,6 +980,43 @@ mod tests {
         assert_eq!(
             field_of(&format!("{GOOD}\n[timers]\nwrite_timeout_ms = -1\n")),
             "timers.write_timeout_ms"
+        );
+    }
+
+    #[test]
+    fn leases_are_off_unless_enabled_and_their_margin_is_checked() {
+        let off = FileConfig::parse(GOOD).unwrap().check().unwrap();
+        assert!(!off.lease.enabled);
+        assert!(!off.raft_config().unwrap().lease_reads);
+        let on = FileConfig::parse(&format!(
+            "{GOOD}\n[lease]\nenabled = true\ndrift_margin_ms = 300\n[client]\nread_mode = \"lease\"\n"
+        ))
+        .unwrap()
+        .check()
+        .unwrap();
+        let raft = on.raft_config().unwrap();
+        assert!(raft.lease_reads);
+        assert_eq!(raft.lease_drift_margin, Duration::from_millis(300));
+        assert_eq!(on.client.read_mode, ReadMode::Lease);
+        assert_eq!(
+            field_of(&format!("{GOOD}\n[client]\nread_mode = \"lease\"\n")),
+            "client.read_mode",
+            "lease mode without leases is refused at start"
+        );
+        assert_eq!(
+            field_of(&format!(
+                "{GOOD}\n[lease]\nenabled = true\ndrift_margin_ms = 2000\n"
+            )),
+            "lease.drift_margin_ms",
+            "a margin as long as the fetch timeout leaves no lease"
+        );
+        assert_eq!(
+            field_of(&format!("{GOOD}\n[lease]\ndrift_margin_ms = 0\n")),
+            "lease.drift_margin_ms"
+        );
+        assert_eq!(
+            field_of(&format!("{GOOD}\n[lease]\nenable = true\n")),
+            "enable"
         );
     }
 

@@ -304,6 +304,7 @@ impl Server {
             let ctx = Context {
                 requirepass: self.cfg.client.requirepass.as_deref(),
                 now_ms: now_ms(),
+                lease_reads: self.cfg.lease.enabled,
             };
             let plan = commands::plan(conn, &ctx, &args);
             if let Plan::Write(cmd) = plan {

@@ -52,6 +52,11 @@ fn kv_commands_on_the_leader_and_through_a_follower() {
     assert!(info.contains("read_mode:linearizable"), "{info}");
     assert_eq!(c.cmd(&["READMODE", "sequential"]), Value::ok());
     assert!(c.cmd(&["INFO"]).text().contains("read_mode:sequential"));
+    assert!(
+        c.cmd(&["READMODE", "lease"])
+            .is_error("ERR lease reads are not enabled"),
+        "leases are off by default"
+    );
 
     let follower = cluster.ids().into_iter().find(|i| *i != leader).unwrap();
     let mut f = cluster.client(follower);
@@ -69,6 +74,39 @@ fn kv_commands_on_the_leader_and_through_a_follower() {
     harness::wait_until("the follower applies the writes", || {
         f.cmd(&["GET", "n"]) == Value::bulk("101")
     });
+}
+
+/// Goal: with `lease.enabled`, lease reads work on every node and see the latest acknowledged
+/// write. Method: three nodes with leases on; each connection switches to `READMODE lease`;
+/// after each write (on a node in turn), every node's lease read returns it at once.
+#[test]
+fn lease_reads_see_the_latest_write_when_enabled() {
+    let cluster = Cluster::start(3, "[lease]\nenabled = true\ndrift_margin_ms = 300\n");
+    cluster.wait_for_leader();
+    let mut clients: Vec<_> = cluster
+        .ids()
+        .into_iter()
+        .map(|id| cluster.client(id))
+        .collect();
+    for c in clients.iter_mut() {
+        assert_eq!(c.cmd(&["READMODE", "lease"]), Value::ok());
+        assert!(c
+            .cmd(&["INFO", "replication"])
+            .text()
+            .contains("read_mode:lease"));
+    }
+    for round in 0..9 {
+        let value = format!("v{round}");
+        let n = clients.len();
+        assert_eq!(clients[round % n].cmd(&["SET", "k", &value]), Value::ok());
+        for (i, c) in clients.iter_mut().enumerate() {
+            assert_eq!(
+                c.cmd(&["GET", "k"]),
+                Value::bulk(&value),
+                "lease read on node {i}"
+            );
+        }
+    }
 }
 
 /// Goal: acknowledged writes survive a crash of every node. Method: on fjall (the other tests
