@@ -190,7 +190,16 @@ pub enum TransportError {
     /// The peer id is not configured.
     #[error("unknown peer {0}")]
     UnknownPeer(ReplicaId),
-    /// No connection could be established or it was lost mid-call.
+    /// The request was never sent (no connection could be established), or the peer turned it
+    /// away before handling it (it does not serve yet). The peer did not act on it.
+    #[error("request to {peer} not sent: {reason}")]
+    NotSent {
+        /// The peer.
+        peer: ReplicaId,
+        /// Why.
+        reason: String,
+    },
+    /// The connection was lost mid-call: the peer may or may not have handled the request.
     #[error("peer {peer} unreachable: {reason}")]
     Unreachable {
         /// The peer.
@@ -211,8 +220,8 @@ pub enum TransportError {
         source: crate::codec::DecodeError,
     },
     /// The transport is shut down; the request was not sent. Callers rely on this: only
-    /// `UnknownPeer` and `Closed` prove the peer never saw the request (a forwarded write that
-    /// fails with any other error may have reached the leader).
+    /// `UnknownPeer`, `NotSent` and `Closed` prove the peer never acted on the request (a
+    /// forwarded write that fails with any other error may have reached the leader).
     #[error("transport is closed")]
     Closed,
 }

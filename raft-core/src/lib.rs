@@ -17,6 +17,8 @@ pub mod codec;
 pub mod config;
 #[cfg(feature = "driver")]
 pub mod driver;
+#[cfg(feature = "testing")]
+pub mod dsim;
 pub mod io;
 pub mod mem;
 pub mod message;

@@ -52,6 +52,9 @@ pub enum ErrorCode {
     /// A forwarded write was proposed but its fate is unknown to the responder (it stopped or
     /// failed with the write pending): it may or may not be applied; not safe to retry.
     OutcomeUnknown,
+    /// A forwarded batch arrived after a later batch of its write session had been proposed:
+    /// it was dropped unproposed, so that the session's writes keep their order.
+    Superseded,
 }
 
 /// Vote and pre-vote (KIP-996, decisions D2/D3).
@@ -270,6 +273,18 @@ pub struct ReadIndexResponse {
 pub struct ForwardRequest {
     /// The record payloads to propose, in order.
     pub payloads: Vec<Bytes>,
+    /// The batch's place in its caller's write session, if it has one: the leader drops a
+    /// batch that arrives after a later one of the same session (a late delivery).
+    pub order: Option<WriteOrder>,
+}
+
+/// A batch's place in a write session: the session's id and the batch's sequence number.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, PartialOrd, Ord, Hash)]
+pub struct WriteOrder {
+    /// Unique per session.
+    pub session: u64,
+    /// Rises with every batch of the session.
+    pub seq: u64,
 }
 
 /// The answer to a [`ForwardRequest`], once every write committed and applied on the leader,

@@ -1,10 +1,13 @@
 //! The RESP2 server: accepts client connections, parses pipelined requests, and runs each one
-//! against the node: writes through [`Server::write`], reads after [`Server::read_barrier`].
+//! against the node: writes through the connection's write session (`Server::run_writes`),
+//! reads after [`Server::read_barrier`].
 //!
 //! Pipelining: every complete request in the input buffer (up to [`BATCH_MAX`]) is taken at
-//! once. Consecutive writes are proposed together (the driver batches them into one append) and
-//! their replies are sent in request order; a read after writes waits for them, and one read
-//! barrier serves every read of a batch that follows the same writes.
+//! once. Consecutive writes are proposed together, as one ordered batch (forwarded as one when
+//! this node does not lead), and their replies are sent in request order; a read after writes
+//! waits for them, and one read barrier serves every read of a batch that follows the same
+//! writes. Each connection has one `WriteSession`, so its batches take effect in the order
+//! sent even when an earlier one's outcome was unknown.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
-use raft_core::driver::{Node, WriteError};
+use raft_core::driver::{Node, WriteError, WriteSession};
 use raft_core::protocol::{ProposeError, Status, TransferError};
 use raft_core::{ReplicaId, Role};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -54,6 +57,8 @@ pub enum WriteFailure {
     },
     /// The record was replaced in a leader change: it will never be applied.
     Lost,
+    /// The leader could not be reached and the write was never sent to it.
+    LeaderUnreachable(ReplicaId),
     /// Not confirmed in time: it may or may not be applied.
     Timeout(Duration),
     /// The node stopped before it was refused: nothing was proposed.
@@ -94,6 +99,7 @@ impl WriteFailure {
                 | WriteFailure::Transferring(_)
                 | WriteFailure::QueueFull
                 | WriteFailure::Lost
+                | WriteFailure::LeaderUnreachable(_)
         )
     }
 
@@ -111,6 +117,7 @@ impl WriteFailure {
                 _ => WriteFailure::Stopping,
             },
             WriteError::Lost(_) => WriteFailure::Lost,
+            WriteError::NotSent { leader, .. } => WriteFailure::LeaderUnreachable(leader),
             WriteError::Unknown(why) => WriteFailure::Unknown(why.to_string()),
             // A future kind of error: not known to be a refusal, so not reported as one.
             other => WriteFailure::Unknown(other.to_string()),
@@ -254,6 +261,9 @@ impl Server {
             read_mode: self.cfg.client.read_mode,
             name: None,
         };
+        // The connection's writes take effect in the order sent, also across pipelines whose
+        // outcome was unknown (see `WriteSession`).
+        let mut session = WriteSession::new();
         let mut parser = Parser::new(self.cfg.client.limits);
         let mut input = BytesMut::with_capacity(16 << 10);
         let mut out = BytesMut::with_capacity(16 << 10);
@@ -279,7 +289,9 @@ impl Server {
                     _ = stop.changed() => return,
                 }
             }
-            let mut close = self.run_batch(&mut conn, batch, &mut out).await;
+            let mut close = self
+                .run_batch(&mut conn, &mut session, batch, &mut out)
+                .await;
             if let Some(e) = fatal {
                 tracing::debug!(conn = conn.id, error = %e, "closing a connection");
                 Reply::err(e).encode(&mut out);
@@ -297,7 +309,13 @@ impl Server {
     }
 
     /// Runs a batch of requests and appends their replies in order; true to close afterwards.
-    async fn run_batch(&self, conn: &mut Conn, batch: Vec<Vec<Bytes>>, out: &mut BytesMut) -> bool {
+    async fn run_batch(
+        &self,
+        conn: &mut Conn,
+        session: &mut WriteSession,
+        batch: Vec<Vec<Bytes>>,
+        out: &mut BytesMut,
+    ) -> bool {
         let mut writes = Vec::new();
         let mut barrier_passed = false;
         for args in batch {
@@ -312,7 +330,8 @@ impl Server {
                 continue;
             }
             if !writes.is_empty() {
-                self.run_writes(std::mem::take(&mut writes), out).await;
+                self.run_writes(session, std::mem::take(&mut writes), out)
+                    .await;
                 barrier_passed = false;
             }
             match plan {
@@ -341,7 +360,7 @@ impl Server {
             }
         }
         if !writes.is_empty() {
-            self.run_writes(writes, out).await;
+            self.run_writes(session, writes, out).await;
         }
         false
     }
@@ -354,7 +373,12 @@ impl Server {
     /// refused suffix is retriable it is retried as a batch until the deadline, so a retry can
     /// never land after a later write of the same pipeline. Nothing else is retried: an
     /// unknown outcome is reported as such.
-    async fn run_writes(&self, cmds: Vec<kv::Command>, out: &mut BytesMut) {
+    async fn run_writes(
+        &self,
+        session: &mut WriteSession,
+        cmds: Vec<kv::Command>,
+        out: &mut BytesMut,
+    ) {
         let ts = now_ms();
         let payloads: Vec<Bytes> = cmds.iter().map(|c| kv::encode(ts, c)).collect();
         let timeout = self.cfg.timers.write_timeout;
@@ -362,7 +386,8 @@ impl Server {
         let mut backoff = Duration::from_millis(10);
         let mut next = 0;
         while next < payloads.len() {
-            let attempt = tokio::time::timeout_at(deadline, self.propose_batch(&payloads[next..]));
+            let attempt =
+                tokio::time::timeout_at(deadline, self.propose_batch(session, &payloads[next..]));
             let results = match attempt.await {
                 Ok(results) => results,
                 Err(_) => {
@@ -394,10 +419,14 @@ impl Server {
     }
 
     /// One attempt at a batch of one connection's writes, in order.
-    async fn propose_batch(&self, payloads: &[Bytes]) -> Vec<Result<Bytes, WriteFailure>> {
+    async fn propose_batch(
+        &self,
+        session: &mut WriteSession,
+        payloads: &[Bytes],
+    ) -> Vec<Result<Bytes, WriteFailure>> {
         let started = std::time::Instant::now();
         let _in_flight = InFlight::new(&self.metrics.proposals_in_flight);
-        let results = self.node.write_batch(payloads.to_vec()).await;
+        let results = session.write_batch(&self.node, payloads.to_vec()).await;
         results
             .into_iter()
             .map(|r| match r {
@@ -435,6 +464,10 @@ impl Server {
             WriteFailure::Lost => {
                 "TRYAGAIN the write was replaced in a leader change and not applied".into()
             }
+            WriteFailure::LeaderUnreachable(l) => format!(
+                "TRYAGAIN the leader r{} could not be reached; the write was not sent",
+                l.0
+            ),
             WriteFailure::TooLarge { len, max } => {
                 format!("ERR command of {len} bytes exceeds the record limit of {max}")
             }

@@ -286,6 +286,8 @@ fn transport_config(config: &QuicConfig) -> Result<quinn::TransportConfig, Setup
 
 /// A failed exchange on one stream, before it is mapped to a [`TransportError`].
 enum StreamFailure {
+    /// The connection was gone before the stream opened: nothing was sent.
+    NotOpened(ConnectionError),
     /// The connection is gone; the call may be retried on a new one.
     Connection(ConnectionError),
     /// Anything else: final.
@@ -349,7 +351,9 @@ impl Inner {
     }
 
     /// One request on a stream, retried once on a fresh connection if the connection it used
-    /// turns out to be dead (Raft RPCs tolerate a duplicate).
+    /// turns out to be dead (Raft RPCs tolerate a duplicate; forwarded writes are deduplicated
+    /// by the leader's write-session table). Fails with `NotSent` when no attempt wrote
+    /// anything, so that callers can tell a request the peer never saw.
     async fn exchange(
         &self,
         to: ReplicaId,
@@ -357,20 +361,44 @@ impl Inner {
         frame: Bytes,
     ) -> Result<Bytes, TransportError> {
         let mut last = None;
-        for _attempt in 0..2 {
-            let conn = self.connection(to, peer).await?;
+        let mut sent = false;
+        for attempt in 0..2 {
+            let conn = match self.connection(to, peer).await {
+                Ok(conn) => conn,
+                // A failed reconnect after a lost connection: the first copy may have arrived.
+                Err(TransportError::NotSent { reason, .. }) if attempt > 0 && sent => {
+                    return Err(TransportError::Unreachable { peer: to, reason })
+                }
+                Err(e) => return Err(e),
+            };
             match self.rpc_on(to, &conn, frame.clone()).await {
                 Ok(bytes) => return Ok(bytes),
                 Err(StreamFailure::Final(e)) => return Err(e),
+                Err(StreamFailure::NotOpened(e)) => {
+                    tracing::debug!(peer = %to, error = %e, "connection lost before a call");
+                    self.forget(peer, &conn).await;
+                    last = Some(e);
+                }
                 Err(StreamFailure::Connection(e)) => {
                     tracing::debug!(peer = %to, error = %e, "connection lost during a call");
                     self.forget(peer, &conn).await;
+                    // A handshake the peer refused (a TLS alert) never let a stream through,
+                    // even if the request was already written.
+                    if is_tls_refusal(&e) {
+                        self.metrics.error(ErrorKind::TlsRefused);
+                    } else {
+                        sent = true;
+                    }
                     last = Some(e);
                 }
             }
         }
         let reason = last.map_or_else(|| "connection lost".to_owned(), |e| e.to_string());
-        Err(TransportError::Unreachable { peer: to, reason })
+        if sent {
+            Err(TransportError::Unreachable { peer: to, reason })
+        } else {
+            Err(TransportError::NotSent { peer: to, reason })
+        }
     }
 
     async fn forget(&self, peer: &Peer, conn: &Connection) {
@@ -397,7 +425,7 @@ impl Inner {
             tokio::time::sleep_until(at).await;
         }
         let endpoint = self.endpoint()?;
-        let unreachable = |reason: String| TransportError::Unreachable { peer: to, reason };
+        let unreachable = |reason: String| TransportError::NotSent { peer: to, reason };
         let connecting = endpoint
             .connect_with(self.client_config.clone(), peer.addr, &peer.server_name)
             .map_err(|e| unreachable(e.to_string()))?;
@@ -441,7 +469,7 @@ impl Inner {
         conn: &Connection,
         frame: Bytes,
     ) -> Result<Bytes, StreamFailure> {
-        let (mut send, mut recv) = conn.open_bi().await.map_err(StreamFailure::Connection)?;
+        let (mut send, mut recv) = conn.open_bi().await.map_err(StreamFailure::NotOpened)?;
         let kind_len = frame.len();
         let mut prefix = BytesMut::with_capacity(LEN_PREFIX);
         prefix.put_u32_le(kind_len as u32);
@@ -518,7 +546,7 @@ fn peer_refusal(to: ReplicaId, code: VarInt, sent: usize) -> TransportError {
             value: code.into(),
         })
     } else if code == code::NOT_SERVING {
-        TransportError::Unreachable {
+        TransportError::NotSent {
             peer: to,
             reason: "peer is not serving yet".into(),
         }

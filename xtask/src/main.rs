@@ -3,7 +3,9 @@
 //! * `ci`: the canonical check list CI runs (format, tidy rules, clippy, docs, tests, a bounded
 //!   simulator sweep). `.ci/run` calls exactly this.
 //! * `sim [--seeds N] [--seed S] [--voters 3|5] [--observers K] [--first S]`: a simulator sweep
-//!   (release build). A failing seed prints the one command that replays it.
+//!   (release build). A failing seed prints the one command that replays it. With `--driver`,
+//!   the driver simulator (`raft-dsim`: the real driver on virtual time) instead, which also
+//!   takes `--sessions C`, `--secs T` and `--lease`.
 //! * `bench [storage] [core] [snapshot] [reads] [transport] [cluster] [failover] [--quick]
 //!   [--json FILE]`: the performance harness (`raft-bench`, release build); figures go to stdout
 //!   and, by default, to `target/bench/results.json`. The release `raft-node` binary is built
@@ -23,8 +25,8 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask ci | sim [--seeds N] [--seed S] [--voters V] [--observers K] \
-                 | bench [SUITE...] [--quick] [--check] [--json FILE]"
+                "usage: cargo xtask ci | sim [--driver] [--seeds N] [--seed S] [--voters V] \
+                 [--observers K] | bench [SUITE...] [--quick] [--check] [--json FILE]"
             );
             return ExitCode::from(2);
         }
@@ -106,6 +108,19 @@ fn ci() -> Result<(), String> {
         "5".into(),
         "--observers".into(),
         "1".into(),
+    ])?;
+    // The real driver under simulation: three voters, then five voters with two observers.
+    sim(&["--driver".into(), "--seeds".into(), "2000".into()])?;
+    sim(&[
+        "--driver".into(),
+        "--seeds".into(),
+        "300".into(),
+        "--voters".into(),
+        "5".into(),
+        "--observers".into(),
+        "2".into(),
+        "--sessions".into(),
+        "6".into(),
     ])?;
     // The bench harness as a smoke test, in the test profile (no release build of everything):
     // it must produce every suite's figures; no timing is asserted. The cluster and failover
@@ -235,6 +250,9 @@ fn bench(args: &[String]) -> Result<(), String> {
 }
 
 fn sim(args: &[String]) -> Result<(), String> {
+    let driver = args.iter().any(|a| a == "--driver");
+    let args: Vec<&String> = args.iter().filter(|a| *a != "--driver").collect();
+    let bin = if driver { "raft-dsim" } else { "raft-sim" };
     let mut cmd = cargo();
     cmd.args([
         "run",
@@ -246,9 +264,9 @@ fn sim(args: &[String]) -> Result<(), String> {
         "--features",
         "testing",
         "--bin",
-        "raft-sim",
+        bin,
         "--",
     ]);
     cmd.args(args);
-    run("sim", &mut cmd)
+    run(bin, &mut cmd)
 }

@@ -35,7 +35,7 @@ pub(super) struct SnapshotTriggers {
     pub(super) bytes: u64,
     pub(super) every: Duration,
     /// When the last snapshot was taken or restored (or the applier started).
-    pub(super) last: std::time::Instant,
+    pub(super) last: tokio::time::Instant,
     /// Applied since the last snapshot.
     pub(super) records_since: u64,
     pub(super) bytes_since: u64,
@@ -47,7 +47,7 @@ impl SnapshotTriggers {
             records: cfg.snapshot_after_records,
             bytes: cfg.snapshot_after_bytes,
             every: cfg.snapshot_after_time,
-            last: std::time::Instant::now(),
+            last: tokio::time::Instant::now(),
             records_since: 0,
             bytes_since: 0,
         }
@@ -69,7 +69,7 @@ impl SnapshotTriggers {
     pub(super) fn reset(&mut self) {
         self.records_since = 0;
         self.bytes_since = 0;
-        self.last = std::time::Instant::now();
+        self.last = tokio::time::Instant::now();
     }
 }
 

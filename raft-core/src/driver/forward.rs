@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::io::{RequestHandler, TransportError};
 use crate::message::{ErrorCode, Request, Response};
-use crate::message::{ForwardRequest, ForwardResponse, ForwardResult};
+use crate::message::{ForwardRequest, ForwardResponse, ForwardResult, WriteOrder};
 use crate::protocol::ProposeError;
 use crate::types::{Epoch, ReplicaId};
 
@@ -38,13 +38,19 @@ impl Handler {
             .unzip();
         if self
             .commands
-            .send(Command::Propose { writes })
+            .send(Command::Propose {
+                writes,
+                order: req.order,
+            })
             .await
             .is_err()
         {
             // Stopped before anything was proposed: a refusal the forwarder may retry.
-            return Request::Forward(ForwardRequest { payloads: vec![] })
-                .error_response(ErrorCode::ShuttingDown);
+            return Request::Forward(ForwardRequest {
+                payloads: vec![],
+                order: None,
+            })
+            .error_response(ErrorCode::ShuttingDown);
         }
         let mut resp = ForwardResponse {
             error: None,
@@ -102,6 +108,10 @@ fn forward_result(
             r.committed = Some(id);
         }
         Err(WriteError::Unknown(_)) => r.error = Some(ErrorCode::OutcomeUnknown),
+        Err(WriteError::Superseded) => r.error = Some(ErrorCode::Superseded),
+        // Only a forwarder reports this, and the leader does not forward: nothing was sent on,
+        // so nothing was proposed.
+        Err(WriteError::NotSent { .. }) => r.error = Some(ErrorCode::NotLeader),
     }
     r
 }
@@ -177,6 +187,7 @@ pub(super) fn forwarded_results(
             // retry; it must not fall back to naming the replica that just said it does not
             // lead.
             (Some(ErrorCode::NotLeader), _) => Err(not_leader.clone()),
+            (Some(ErrorCode::Superseded), _) => Err(WriteError::Superseded),
             (Some(ErrorCode::OutcomeUnknown), _) => {
                 Err(WriteError::Unknown(Uncertain::LeaderStopped(leader)))
             }
@@ -200,6 +211,10 @@ pub(super) fn forwarded_results(
 /// never left this replica.
 fn forward_failed(leader: ReplicaId, e: &TransportError) -> WriteError {
     match e {
+        TransportError::NotSent { reason, .. } => WriteError::NotSent {
+            leader,
+            reason: reason.clone(),
+        },
         TransportError::UnknownPeer(_) | TransportError::Closed => {
             WriteError::Refused(ProposeError::NotLeader {
                 epoch: Epoch::ZERO,
@@ -217,19 +232,20 @@ impl ReplicaTask {
     /// Writes of one caller on any replica: proposed here when this replica leads (or knows no
     /// leader, which the core refuses), otherwise forwarded together, in order, to the leader
     /// it knows.
-    pub(super) fn write(&mut self, writes: Vec<(Bytes, Reply)>) {
+    pub(super) fn write(&mut self, writes: Vec<(Bytes, Reply)>, order: Option<WriteOrder>) {
         let leader = self.replica.leader();
         let l = match leader {
             Some(l) if l != self.cfg.id => l,
-            _ => return self.command(Command::Propose { writes }),
+            _ => return self.command(Command::Propose { writes, order }),
         };
         let transport = self.parts.transport.clone();
         let timeout = self.options.forward_timeout;
+        let failure_refuses = self.options.test_forward_failure_refuses;
         tokio::spawn(async move {
             let (payloads, replies): (Vec<Bytes>, Vec<Reply>) = writes.into_iter().unzip();
             let lens: Vec<usize> = payloads.iter().map(Bytes::len).collect();
             let count = payloads.len();
-            let request = Request::Forward(ForwardRequest { payloads });
+            let request = Request::Forward(ForwardRequest { payloads, order });
             let results = match transport.call(l, request, timeout).await {
                 Ok(Response::Forward(r)) => forwarded_results(l, count, r, &lens),
                 Ok(other) => {
@@ -241,7 +257,15 @@ impl ReplicaTask {
                 }
                 Err(e) => {
                     tracing::debug!(leader = %l, error = %e, "forwarding writes failed");
-                    vec![Err(forward_failed(l, &e)); count]
+                    let e = if failure_refuses {
+                        WriteError::Refused(ProposeError::NotLeader {
+                            epoch: Epoch::ZERO,
+                            leader: Some(l),
+                        })
+                    } else {
+                        forward_failed(l, &e)
+                    };
+                    vec![Err(e); count]
                 }
             };
             for (reply, result) in replies.into_iter().zip(results) {
@@ -338,6 +362,11 @@ mod tests {
             reason: "connection lost".into(),
         };
         assert!(!forward_failed(l, &cut).is_definite_failure());
+        let never_connected = TransportError::NotSent {
+            peer: l,
+            reason: "connection refused".into(),
+        };
+        assert!(forward_failed(l, &never_connected).is_definite_failure());
         // A leader that stopped with the write pending says so, whole-request codes other than
         // a refusal are unknown.
         let stopped = ForwardResponse {

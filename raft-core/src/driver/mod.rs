@@ -16,13 +16,15 @@ mod forward;
 mod log_writer;
 pub mod outcome;
 mod replica_task;
+mod session;
 mod snapshot_writer;
 mod tail_cache;
 mod task_messages;
 mod waiters;
 
 pub use outcome::{Committed, Uncertain, WriteError};
-use std::collections::HashMap;
+pub use session::WriteSession;
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,6 +63,11 @@ pub struct DriverOptions {
     /// write's outcome is unknown (the leader may still commit it), so set it to the longest
     /// a caller waits for a write, not to the RPC timeout.
     pub forward_timeout: Duration,
+    /// Test-only fault switch (negative control for the outcome contract): a forward that
+    /// fails after it may have reached the leader is reported as refused, as an early version
+    /// did. The driver simulator must catch it.
+    #[doc(hidden)]
+    pub test_forward_failure_refuses: bool,
 }
 
 impl Default for DriverOptions {
@@ -71,6 +78,7 @@ impl Default for DriverOptions {
             command_queue_max: 16 * 1024,
             shutdown_timeout: Duration::from_secs(2),
             forward_timeout: Duration::from_secs(10),
+            test_forward_failure_refuses: false,
         }
     }
 }
@@ -274,7 +282,7 @@ impl Node {
             parts,
             out: Outputs::default(),
             cache: LogCache::new(log_state.end.offset),
-            responders: HashMap::new(),
+            responders: BTreeMap::new(),
             next_inbound: 1,
             waiters: Waiters::default(),
             apply_sent: applied,
@@ -289,8 +297,10 @@ impl Node {
             metrics: metrics.clone(),
             failed: None,
             shutdown: None,
-            reads: HashMap::new(),
+            reads: BTreeMap::new(),
             next_read: 1,
+            sessions: Default::default(),
+            truncations: Default::default(),
             transfer: None,
         };
         let id = task.cfg.id;
@@ -308,12 +318,16 @@ impl Node {
     }
 
     /// Proposes a record and waits until it is committed and applied on this replica (the
-    /// leader), returning the state machine's response. See [`outcome`](self::outcome) for
+    /// leader), returning the state machine's response. See [`outcome`] for
     /// what each error means and which ones are safe to retry.
     pub async fn propose(&self, payload: Bytes) -> Result<Committed, WriteError> {
         let (reply, rx) = oneshot::channel();
         let writes = vec![(payload, reply)];
-        self.submit(Command::Propose { writes }).await?;
+        self.submit(Command::Propose {
+            writes,
+            order: None,
+        })
+        .await?;
         rx.await
             .unwrap_or(Err(WriteError::Unknown(Uncertain::Stopped)))
     }
@@ -330,8 +344,19 @@ impl Node {
     /// Writes of one caller on any replica, applied in the order given: proposed together on
     /// the leader, or forwarded together to it. Returns one result per payload, in order. Once
     /// one write is refused, every later one is refused too (none of them was proposed), so
-    /// retrying the refused suffix keeps the caller's order.
+    /// retrying the refused suffix keeps the caller's order. Separate calls are not ordered
+    /// with each other when an earlier one's outcome is unknown; a [`WriteSession`] orders
+    /// them. (Each call is a session of one batch, so that a copy the transport delivers twice
+    /// is proposed once.)
     pub async fn write_batch(&self, payloads: Vec<Bytes>) -> Vec<Result<Committed, WriteError>> {
+        WriteSession::new().write_batch(self, payloads).await
+    }
+
+    async fn write_ordered(
+        &self,
+        payloads: Vec<Bytes>,
+        order: Option<crate::message::WriteOrder>,
+    ) -> Vec<Result<Committed, WriteError>> {
         let (writes, waits): (Vec<_>, Vec<_>) = payloads
             .into_iter()
             .map(|payload| {
@@ -340,7 +365,7 @@ impl Node {
             })
             .unzip();
         let count = waits.len();
-        if let Err(e) = self.submit(Command::Write { writes }).await {
+        if let Err(e) = self.submit(Command::Write { writes, order }).await {
             return vec![Err(e); count];
         }
         let mut results = Vec::with_capacity(count);
@@ -408,6 +433,16 @@ impl Node {
     /// Counters for a metrics exporter.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// Stops at once, as a crash would: no resignation and no handover, so the others notice
+    /// only when their timers run out. Writes in flight end as unknown. For tests and
+    /// simulations of process crashes; what the stores accepted before stays.
+    pub async fn abort(&self) {
+        let (reply, rx) = oneshot::channel();
+        if self.commands.send(Command::Abort { reply }).await.is_ok() {
+            let _ = rx.await;
+        }
     }
 
     /// Resigns gracefully (a leader hands over to its preferred successor), waits for the

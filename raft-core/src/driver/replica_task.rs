@@ -1,7 +1,7 @@
 //! The task that owns the [`Replica`]: steps it with commands, inbound RPCs, completions and
 //! timer ticks, and carries out its outputs (log and election writes, messages, applies).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::applier::ApplyJob;
 use super::log_writer::{read_for_fetch, GatedLogOp};
 use super::outcome::{Committed, Uncertain, WriteError};
+use super::session::{Admission, SessionTable};
 use super::snapshot_writer::fill_snapshot_chunk;
 use super::tail_cache::LogCache;
 use super::task_messages::{Command, Done, Inbound};
@@ -18,7 +19,7 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::ValidatedConfig;
-use crate::message::{RequestId, Response};
+use crate::message::{RequestId, Response, WriteOrder};
 use crate::protocol::{
     Event, Fill, Input, LogOp, Outgoing, Outputs, PersistSeq, ReadId, RecordRange, Replica,
     SnapshotOp, TransferError,
@@ -33,7 +34,7 @@ pub(super) struct ReplicaTask {
     pub(super) parts: Parts,
     pub(super) out: Outputs,
     pub(super) cache: LogCache,
-    pub(super) responders: HashMap<u64, oneshot::Sender<Response>>,
+    pub(super) responders: BTreeMap<u64, oneshot::Sender<Response>>,
     pub(super) next_inbound: u64,
     pub(super) waiters: Waiters,
     /// Records below this were handed to the applier.
@@ -51,10 +52,77 @@ pub(super) struct ReplicaTask {
     pub(super) metrics: Arc<Metrics>,
     pub(super) failed: Option<String>,
     pub(super) shutdown: Option<(tokio::time::Instant, oneshot::Sender<()>)>,
-    pub(super) reads: HashMap<u64, oneshot::Sender<Result<ReadPermit, ReadError>>>,
+    pub(super) reads: BTreeMap<u64, oneshot::Sender<Result<ReadPermit, ReadError>>>,
     pub(super) next_read: u64,
+    /// Truncations of the log, with when the writes they orphaned stop waiting.
+    pub(super) truncations: std::collections::VecDeque<(tokio::time::Instant, Offset)>,
+    /// The latest batch proposed per write session.
+    pub(super) sessions: SessionTable,
     /// The caller of a leadership transfer in progress.
     pub(super) transfer: Option<oneshot::Sender<Result<(), TransferError>>>,
+}
+
+/// What woke the task.
+enum Wake {
+    Timer,
+    Command(Command),
+    Inbound(Inbound),
+    Done(Done),
+}
+
+/// The task's event sources, polled fairly and deterministically: each turn starts with the
+/// source after the one that started the previous turn, so none starves another, and the order
+/// depends on nothing but the events (unlike `tokio::select!`, which draws a random start and
+/// would make a seeded run of the driver irreproducible). A closed channel is skipped.
+#[derive(Default)]
+struct Sources {
+    turn: usize,
+    closed: [bool; 3],
+}
+
+impl Sources {
+    async fn next(
+        &mut self,
+        mut timer: std::pin::Pin<&mut tokio::time::Sleep>,
+        commands: &mut mpsc::Receiver<Command>,
+        inbound: &mut mpsc::Receiver<Inbound>,
+        done: &mut mpsc::Receiver<Done>,
+    ) -> Wake {
+        use std::future::Future;
+        use std::task::Poll;
+        let start = self.turn;
+        self.turn = (self.turn + 1) % 4;
+        std::future::poll_fn(|cx| {
+            for i in 0..4 {
+                let source = (start + i) % 4;
+                match source {
+                    0 => {
+                        if timer.as_mut().poll(cx).is_ready() {
+                            return Poll::Ready(Wake::Timer);
+                        }
+                    }
+                    _ if self.closed[source - 1] => {}
+                    1 => match commands.poll_recv(cx) {
+                        Poll::Ready(Some(c)) => return Poll::Ready(Wake::Command(c)),
+                        Poll::Ready(None) => self.closed[0] = true,
+                        Poll::Pending => {}
+                    },
+                    2 => match inbound.poll_recv(cx) {
+                        Poll::Ready(Some(r)) => return Poll::Ready(Wake::Inbound(r)),
+                        Poll::Ready(None) => self.closed[1] = true,
+                        Poll::Pending => {}
+                    },
+                    _ => match done.poll_recv(cx) {
+                        Poll::Ready(Some(d)) => return Poll::Ready(Wake::Done(d)),
+                        Poll::Ready(None) => self.closed[2] = true,
+                        Poll::Pending => {}
+                    },
+                }
+            }
+            Poll::Pending
+        })
+        .await
+    }
 }
 
 impl ReplicaTask {
@@ -73,6 +141,7 @@ impl ReplicaTask {
         // per loop turn registered and cancelled a timer entry for every message handled.
         let timer = tokio::time::sleep_until(self.clock);
         tokio::pin!(timer);
+        let mut sources = Sources::default();
         loop {
             let deadline = self.replica.next_deadline();
             let sleep_until = self.clock + Duration::from_nanos(deadline.0.min(u64::MAX / 4));
@@ -83,9 +152,12 @@ impl ReplicaTask {
             if timer.deadline() != sleep_until || timer.is_elapsed() {
                 timer.as_mut().reset(sleep_until);
             }
-            tokio::select! {
-                _ = &mut timer => self.step(Input::Tick),
-                Some(cmd) = commands.recv() => {
+            match sources
+                .next(timer.as_mut(), &mut commands, &mut inbound, &mut done)
+                .await
+            {
+                Wake::Timer => self.step(Input::Tick),
+                Wake::Command(cmd) => {
                     self.command(cmd);
                     // Batch: take what else is queued before stepping again.
                     for _ in 0..1024 {
@@ -96,8 +168,8 @@ impl ReplicaTask {
                     }
                     self.step(Input::Tick);
                 }
-                Some(req) = inbound.recv() => self.inbound(req),
-                Some(d) = done.recv() => self.done(d),
+                Wake::Inbound(req) => self.inbound(req),
+                Wake::Done(d) => self.done(d),
             }
             if self.should_stop() {
                 break;
@@ -141,8 +213,8 @@ impl ReplicaTask {
 
     pub(super) fn command(&mut self, cmd: Command) {
         match cmd {
-            Command::Propose { writes } => self.propose(writes),
-            Command::Write { writes } => self.write(writes),
+            Command::Propose { writes, order } => self.propose(writes, order),
+            Command::Write { writes, order } => self.write(writes, order),
             Command::Read { mode, reply } => self.read(mode, reply),
             Command::Status { reply } => {
                 let _ = reply.send(self.replica.status(self.now()));
@@ -156,6 +228,9 @@ impl ReplicaTask {
                         let _ = reply.send(Err(e));
                     }
                 }
+            }
+            Command::Abort { reply } => {
+                self.shutdown = Some((tokio::time::Instant::now(), reply));
             }
             Command::Shutdown { reply } => {
                 let until = tokio::time::Instant::now() + self.options.shutdown_timeout;
@@ -175,9 +250,25 @@ impl ReplicaTask {
     /// Proposes one caller's writes in order. Once one is refused, the rest are refused with
     /// it, unproposed: a caller retrying the refused suffix can never see it applied after a
     /// later write of the same caller.
-    pub(super) fn propose(&mut self, writes: Vec<(Bytes, Reply)>) {
+    ///
+    /// A batch of a write session older than one this replica already proposed arrived late
+    /// (its forwarder gave up on it): it is dropped unproposed, so it cannot land after the
+    /// later one.
+    pub(super) fn propose(&mut self, writes: Vec<(Bytes, Reply)>, order: Option<WriteOrder>) {
+        let admission = order.map_or(Admission::Admitted, |o| self.sessions.admits(o));
+        if admission != Admission::Admitted {
+            let e = match admission {
+                Admission::Duplicate => WriteError::Unknown(Uncertain::Duplicate),
+                _ => WriteError::Superseded,
+            };
+            for (_, reply) in writes {
+                let _ = reply.send(Err(e.clone()));
+            }
+            return;
+        }
         let now = self.now();
         let mut refused = None;
+        let mut proposed_any = false;
         for (payload, reply) in writes {
             if let Some(e) = &refused {
                 let _ = reply.send(Err(WriteError::Refused(Clone::clone(e))));
@@ -185,6 +276,7 @@ impl ReplicaTask {
             }
             match self.replica.propose(now, payload, &mut self.out) {
                 Ok(id) => {
+                    proposed_any = true;
                     self.metrics.proposals.fetch_add(1, Ordering::Relaxed);
                     self.waiters.insert(id.offset, id.epoch, reply);
                 }
@@ -196,6 +288,9 @@ impl ReplicaTask {
                     refused = Some(e);
                 }
             }
+        }
+        if let (Some(o), true) = (order, proposed_any) {
+            self.sessions.proposed(o);
         }
     }
 
@@ -366,6 +461,24 @@ impl ReplicaTask {
         out.clear();
         self.out = out;
         self.report_applied();
+        self.expire_truncated();
+    }
+
+    /// Writes whose records a truncation replaced here and that no applied record settled
+    /// within the wait end as unknown: waiting longer would leave their callers hanging in a
+    /// cluster that went idle.
+    fn expire_truncated(&mut self) {
+        let now = tokio::time::Instant::now();
+        while let Some((at, end)) = self.truncations.front().copied() {
+            if at > now {
+                break;
+            }
+            self.truncations.pop_front();
+            let epoch = self.replica.epoch();
+            for w in self.waiters.take_older(end, epoch) {
+                let _ = w.send(Err(WriteError::Unknown(Uncertain::Truncated)));
+            }
+        }
     }
 
     pub(super) fn act(&mut self, out: &mut Outputs) {
@@ -399,8 +512,11 @@ impl ReplicaTask {
                 LogOp::Truncate { end, .. } => {
                     // Writes waiting at truncated offsets keep waiting: another replica may still
                     // hold their records and a later leader may commit them. The record applied
-                    // at each offset settles them (see `applied_done`).
+                    // at each offset settles them (see `applied_done`); in a cluster that goes
+                    // idle none may come, so after a while they end as unknown.
                     self.cache.truncate(*end);
+                    let at = tokio::time::Instant::now() + self.cfg.fetch_timeout * 3;
+                    self.truncations.push_back((at, *end));
                 }
             }
             let _ = self.log_writer.send(GatedLogOp { op, gate });

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use crate::io::StorageError;
-use crate::message::{Request, RequestId, Response};
+use crate::message::{Request, RequestId, Response, WriteOrder};
 use crate::protocol::{LogSeq, PersistSeq, Status, TransferError};
 use crate::types::{OffsetAndEpoch, Record, ReplicaId};
 
@@ -15,6 +15,7 @@ pub(super) enum Command {
     /// Writes of one caller, in order: proposed here or forwarded together.
     Write {
         writes: Vec<(Bytes, Reply)>,
+        order: Option<WriteOrder>,
     },
     Read {
         mode: ReadMode,
@@ -23,6 +24,7 @@ pub(super) enum Command {
     /// Writes of one caller, in order, proposed here.
     Propose {
         writes: Vec<(Bytes, Reply)>,
+        order: Option<WriteOrder>,
     },
     Status {
         reply: oneshot::Sender<Status>,
@@ -32,6 +34,9 @@ pub(super) enum Command {
         reply: oneshot::Sender<Result<(), TransferError>>,
     },
     Shutdown {
+        reply: oneshot::Sender<()>,
+    },
+    Abort {
         reply: oneshot::Sender<()>,
     },
 }

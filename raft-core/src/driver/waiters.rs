@@ -58,6 +58,15 @@ impl Waiters {
         self.0.split_off(i)
     }
 
+    /// Removes and returns the waiters at or above `from` proposed before `epoch`.
+    pub(super) fn take_older(&mut self, from: Offset, epoch: Epoch) -> Vec<Reply> {
+        let i = self.0.partition_point(|(o, _, _)| *o < from);
+        let (kept, taken): (VecDeque<_>, VecDeque<_>) =
+            self.0.drain(i..).partition(|(_, e, _)| *e >= epoch);
+        self.0.extend(kept);
+        taken.into_iter().map(|(_, _, r)| r).collect()
+    }
+
     /// Removes and returns the waiters below `end`, in offset order.
     pub(super) fn take_below(&mut self, end: Offset) -> VecDeque<(Offset, Epoch, Reply)> {
         let i = self.0.partition_point(|(o, _, _)| *o < end);

@@ -9,8 +9,12 @@
 //!
 //! Faults for tests: a link can be cut in one direction ([`MemNetwork::cut`]); a peer can be down
 //! (its endpoint closed, or never served) or restarted (a new endpoint for the same id replaces
-//! the old one, which is closed). A call in flight to a peer that closes fails at once with
-//! [`TransportError::Unreachable`].
+//! the old one, which is closed). A request over a cut link or to a down peer fails at once
+//! with [`TransportError::NotSent`]; a call in flight to a peer that closes, or whose answer
+//! travels a cut link, fails with [`TransportError::Unreachable`]. A [`LinkModel`]
+//! ([`MemNetwork::set_link_model`]) may delay or lose each message on its way, as a simulation
+//! of a real network does: a lost request or response leaves the caller waiting until its
+//! timeout.
 //!
 //! Needs tokio, hence the `driver` feature.
 #![cfg(feature = "driver")]
@@ -39,7 +43,20 @@ pub struct MemNetwork {
 struct Net {
     state: Mutex<NetState>,
     limits: FrameLimits,
+    model: Mutex<Option<LinkModel>>,
 }
+
+/// What happens to one message on its way from one replica to another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// It arrives after this long.
+    After(Duration),
+    /// It is lost.
+    Lost,
+}
+
+/// Decides the fate of each message `(from, to)`: requests and responses alike.
+pub type LinkModel = Arc<dyn Fn(ReplicaId, ReplicaId) -> Delivery + Send + Sync>;
 
 #[derive(Default)]
 struct NetState {
@@ -92,8 +109,15 @@ impl MemNetwork {
             net: Arc::new(Net {
                 state: Mutex::default(),
                 limits,
+                model: Mutex::default(),
             }),
         }
+    }
+
+    /// Delays or loses every later message as `model` decides (without one, messages arrive
+    /// at once). Cuts still apply on top.
+    pub fn set_link_model(&self, model: LinkModel) {
+        *lock(&self.net.model) = Some(model);
     }
 
     /// Creates the endpoint of `id`. If `id` already had one, that endpoint is closed and this
@@ -188,38 +212,100 @@ impl MemTransport {
             .get(&to)
             .ok_or(TransportError::UnknownPeer(to))?
             .clone();
+        let not_sent = |reason: &str| TransportError::NotSent {
+            peer: to,
+            reason: reason.to_owned(),
+        };
         if state.cut.contains(&(self.endpoint.id, to)) {
-            return Err(Self::unreachable(to, "link cut"));
+            return Err(not_sent("link cut"));
         }
         drop(state);
         let handler = lock(&peer.handler).clone();
         match handler {
             Some(handler) if !peer.closed.load(Ordering::SeqCst) => Ok((peer, handler)),
-            _ => Err(Self::unreachable(to, "peer is down")),
+            _ => Err(not_sent("peer is down")),
         }
     }
 
+    /// Sends `request` on a task of its own, so that a caller that gives up (its timeout) does
+    /// not take back a request already on the wire: it still arrives and is handled.
     async fn deliver(&self, to: ReplicaId, request: Request) -> Result<Response, TransportError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sender = MemTransport {
+            net: self.net.clone(),
+            endpoint: self.endpoint.clone(),
+        };
+        tokio::spawn(async move {
+            let _ = tx.send(sender.carry(to, request).await);
+        });
+        match rx.await {
+            Ok(Some(result)) => result,
+            // Lost on the way: the caller hears nothing until its timeout.
+            Ok(None) => std::future::pending().await,
+            Err(_) => Err(Self::unreachable(to, "the call was dropped")),
+        }
+    }
+
+    /// The request's way there and the response's way back; `None` when either is lost.
+    async fn carry(
+        &self,
+        to: ReplicaId,
+        request: Request,
+    ) -> Option<Result<Response, TransportError>> {
+        let from = self.endpoint.id;
+        if !self.net.travel(from, to).await {
+            return None;
+        }
+        let response = match self.handle_there(to, request).await {
+            Ok(response) => response,
+            Err(e) => return Some(Err(e)),
+        };
+        if !self.net.is_linked(to, from) {
+            return Some(Err(Self::unreachable(to, "response lost: link cut")));
+        }
+        if !self.net.travel(to, from).await {
+            return None;
+        }
+        Some(self.wire_response(to, &response))
+    }
+
+    async fn handle_there(
+        &self,
+        to: ReplicaId,
+        request: Request,
+    ) -> Result<Response, TransportError> {
+        let from = self.endpoint.id;
         let (peer, handler) = self.route(to)?;
         let mut peer_closed = peer.closed_tx.subscribe();
-        let from = self.endpoint.id;
         let task = tokio::spawn(async move { handler.handle(from, request).await });
         let response = tokio::select! {
+            biased;
             joined = task => joined.map_err(|_| Self::unreachable(to, "peer handler failed"))?,
             _ = peer_closed.wait_for(|closed| *closed) => {
                 return Err(Self::unreachable(to, "peer closed during the call"));
             }
         };
-        if !self.net.is_linked(to, from) {
-            return Err(Self::unreachable(to, "response lost: link cut"));
-        }
-        self.wire_response(to, &response)
+        Ok(response)
     }
 }
 
 impl Net {
     fn is_linked(&self, from: ReplicaId, to: ReplicaId) -> bool {
         !lock(&self.state).cut.contains(&(from, to))
+    }
+
+    /// One message's way from `from` to `to` under the link model: waits its delay; false
+    /// when the message is lost.
+    async fn travel(&self, from: ReplicaId, to: ReplicaId) -> bool {
+        let model = lock(&self.model).clone();
+        match model.map(|m| m(from, to)) {
+            None | Some(Delivery::After(Duration::ZERO)) => true,
+            Some(Delivery::After(d)) => {
+                tokio::time::sleep(d).await;
+                true
+            }
+            Some(Delivery::Lost) => false,
+        }
     }
 }
 
@@ -287,6 +373,58 @@ mod tests {
         Request::DescribeQuorum(DescribeQuorumRequest {})
     }
 
+    /// A lost message leaves the caller waiting until its timeout; a request delayed past the
+    /// caller's timeout still arrives and is handled, as on a real network.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn the_link_model_delays_and_loses_messages() {
+        let net = MemNetwork::new();
+        let a = net.endpoint(ReplicaId(1));
+        let b = net.endpoint(ReplicaId(2));
+        let b_echo = Arc::new(Echo::default());
+        b.serve(b_echo.clone()).await.unwrap();
+        let fate = Arc::new(Mutex::new(Delivery::After(Duration::from_millis(40))));
+        let model = fate.clone();
+        net.set_link_model(Arc::new(move |_, _| *lock(&model)));
+
+        let started = tokio::time::Instant::now();
+        a.call(ReplicaId(2), describe(), Duration::from_secs(1))
+            .await
+            .expect("a delayed call completes");
+        assert_eq!(
+            started.elapsed(),
+            Duration::from_millis(80),
+            "there and back"
+        );
+
+        *lock(&fate) = Delivery::After(Duration::from_millis(300));
+        let err = a
+            .call(ReplicaId(2), describe(), Duration::from_millis(100))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, TransportError::Timeout(_)), "{err:?}");
+        assert_eq!(b_echo.0.load(Ordering::SeqCst), 1, "not arrived yet");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            b_echo.0.load(Ordering::SeqCst),
+            2,
+            "arrived after the caller gave up"
+        );
+
+        *lock(&fate) = Delivery::Lost;
+        let started = tokio::time::Instant::now();
+        let err = a
+            .call(ReplicaId(2), describe(), Duration::from_millis(250))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, TransportError::Timeout(_)), "{err:?}");
+        assert_eq!(started.elapsed(), Duration::from_millis(250));
+        assert_eq!(
+            b_echo.0.load(Ordering::SeqCst),
+            2,
+            "a lost request is never handled"
+        );
+    }
+
     #[tokio::test]
     async fn cut_link_is_unreachable_until_healed() {
         let net = MemNetwork::new();
@@ -299,7 +437,7 @@ mod tests {
 
         net.cut(ReplicaId(1), ReplicaId(2));
         let err = a.call(ReplicaId(2), describe(), t).await.unwrap_err();
-        assert!(matches!(err, TransportError::Unreachable { .. }), "{err:?}");
+        assert!(matches!(err, TransportError::NotSent { .. }), "{err:?}");
         // Calls from 2 reach 1, but their responses travel the cut link and are lost.
         let err = b.call(ReplicaId(1), describe(), t).await.unwrap_err();
         assert!(matches!(err, TransportError::Unreachable { .. }), "{err:?}");
@@ -317,7 +455,7 @@ mod tests {
             "the request was delivered"
         );
         let err = b.call(ReplicaId(1), describe(), t).await.unwrap_err();
-        assert!(matches!(err, TransportError::Unreachable { .. }), "{err:?}");
+        assert!(matches!(err, TransportError::NotSent { .. }), "{err:?}");
 
         net.heal_all();
         let resp = a.call(ReplicaId(2), describe(), t).await.unwrap();
@@ -333,7 +471,7 @@ mod tests {
             .call(ReplicaId(2), describe(), Duration::from_secs(5))
             .await
             .unwrap_err();
-        assert!(matches!(err, TransportError::Unreachable { .. }), "{err:?}");
+        assert!(matches!(err, TransportError::NotSent { .. }), "{err:?}");
     }
 
     #[tokio::test]

@@ -533,6 +533,7 @@ impl Replica {
                 // of the sender's driver.
                 let resp = Request::Forward(crate::message::ForwardRequest {
                     payloads: Vec::new(),
+                    order: None,
                 })
                 .error_response(ErrorCode::InvalidRequest);
                 self.respond(from, id, resp, out);

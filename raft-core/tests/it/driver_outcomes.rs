@@ -193,3 +193,98 @@ async fn a_restarted_replica_serves_reads_without_a_new_write() {
         n.node.shutdown().await;
     }
 }
+
+/// Goal: a write session's batches take effect in the order sent, even when an earlier batch
+/// reaches the leader late. Regression: a forward that timed out could still arrive after the
+/// caller's next batch and be applied after it (one connection's writes out of order). Method:
+/// on virtual time, the follower's messages to the leader are held for 1.5 s while batch A is
+/// forwarded (its forward times out after 0.5 s: outcome unknown); batch B then commits; when
+/// A finally arrives, the leader must drop it unapplied.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_late_batch_of_a_session_is_dropped_not_applied_after_a_later_one() {
+    use raft_core::driver::WriteSession;
+    use raft_core::mem::transport::Delivery;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let net = MemNetwork::new();
+    let voters: Vec<ReplicaId> = (1..=3).map(ReplicaId).collect();
+    let hold = Arc::new(AtomicBool::new(false));
+    let mut nodes = Vec::new();
+    for id in &voters {
+        let mut cfg = test_config(*id, &voters);
+        // Long enough that held fetches do not start an election.
+        cfg.fetch_timeout = Duration::from_secs(5);
+        let sm = Arc::new(Recorder::default());
+        let parts = Parts {
+            log: Arc::new(MemLog::new()),
+            election: Arc::new(MemElectionStore::new()),
+            transport: Arc::new(net.endpoint(*id)),
+            state_machine: sm.clone(),
+            snapshots: Arc::new(MemSnapshots::new()),
+        };
+        let options = DriverOptions {
+            seed: u64::from(id.0) * 17,
+            forward_timeout: Duration::from_millis(500),
+            ..DriverOptions::default()
+        };
+        let node = Node::start(cfg.validate().unwrap(), parts, options)
+            .await
+            .unwrap();
+        nodes.push(TestNode { node, sm });
+    }
+    let leader = wait_for_leader(&nodes, None).await;
+    let follower = (leader + 1) % 3;
+    let (l_id, f_id) = (nodes[leader].node.id(), nodes[follower].node.id());
+    let held = hold.clone();
+    net.set_link_model(Arc::new(move |from, to| {
+        if held.load(Ordering::SeqCst) && from == f_id && to == l_id {
+            Delivery::After(Duration::from_millis(1_500))
+        } else {
+            Delivery::After(Duration::ZERO)
+        }
+    }));
+    let mut session = WriteSession::new();
+    let warm = session
+        .write_batch(&nodes[follower].node, vec![Bytes::from_static(b"warm-up")])
+        .await;
+    assert!(warm[0].is_ok(), "{warm:?}");
+
+    hold.store(true, Ordering::SeqCst);
+    let node = nodes[follower].node.clone();
+    let a = tokio::spawn(async move {
+        let r = session
+            .write_batch(&node, vec![Bytes::from_static(b"A")])
+            .await;
+        (session, r)
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    hold.store(false, Ordering::SeqCst);
+    let (mut session, a) = a.await.unwrap();
+    assert!(
+        matches!(&a[0], Err(WriteError::Unknown(_))),
+        "A's forward timed out: {a:?}"
+    );
+    let b = session
+        .write_batch(&nodes[follower].node, vec![Bytes::from_static(b"B")])
+        .await;
+    assert!(b[0].is_ok(), "B commits: {b:?}");
+    // A reaches the leader after B was proposed.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let applied: Vec<Bytes> = nodes[leader]
+        .sm
+        .applied
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, p)| p.clone())
+        .filter(|p| p == "A" || p == "B")
+        .collect();
+    assert_eq!(
+        applied,
+        vec![Bytes::from_static(b"B")],
+        "A was dropped, not applied after B"
+    );
+    for n in &nodes {
+        n.node.shutdown().await;
+    }
+}

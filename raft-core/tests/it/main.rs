@@ -11,6 +11,7 @@
 mod check_quorum;
 mod driver;
 mod driver_outcomes;
+mod driver_sim;
 mod election;
 mod observers;
 mod prevote;

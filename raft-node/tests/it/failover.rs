@@ -213,6 +213,62 @@ fn sigterm_on_the_leader_hands_over_without_waiting_for_a_timeout() {
     }
 }
 
+/// Goal: a write through a follower whose forward to the leader gets no answer in time is never
+/// told `TRYAGAIN` ("nothing applied") when the leader goes on to commit it. Regression: the
+/// forward's RPC timeout was answered as "not leader", a refusal, and clients retried writes
+/// that had been applied. Method: node 1 leads; nodes 2 and 3 have 20 s election timers (no
+/// election during the test) and a 1.5 s write timeout. Node 1 is frozen (SIGSTOP), a `SET`
+/// goes to node 2, whose forward waits in node 1's socket; after the reply node 1 is thawed,
+/// handles the forward and commits the write. The reply must be OK, TIMEOUT or UNKNOWN.
+#[test]
+fn a_forward_without_an_answer_is_unknown_never_tryagain() {
+    let mut cluster = Cluster::prepare(3, "");
+    let follower_timers = "election_timeout_ms = 20000\nfetch_timeout_ms = 20000\n\
+        fetch_max_wait_ms = 250\nrequest_timeout_ms = 1000\nwrite_timeout_ms = 1500\n\
+        shutdown_timeout_ms = 1000\n";
+    cluster.set_timers(2, follower_timers);
+    cluster.set_timers(3, follower_timers);
+    cluster.restart_all();
+    assert_eq!(
+        cluster.wait_for_leader(),
+        1,
+        "only node 1 campaigns within 20 s"
+    );
+    let mut conn = cluster.redis(2);
+    let warm: String = redis::cmd("SET")
+        .arg("warm")
+        .arg("1")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(warm, "OK", "forwarding works before the pause");
+
+    cluster.signal(1, "-STOP");
+    let reply: redis::RedisResult<String> =
+        redis::cmd("SET").arg("paused").arg("v").query(&mut conn);
+    cluster.signal(1, "-CONT");
+    match &reply {
+        Ok(ok) => assert_eq!(ok, "OK"),
+        Err(e) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("TIMEOUT") || text.contains("UNKNOWN"),
+                "an unanswered forward is unknown, not a refusal: {text}"
+            );
+        }
+    }
+    // The leader commits it once it runs again: the write was applied, so a TRYAGAIN would
+    // have lied.
+    let mut leader = cluster.redis(1);
+    let applied = harness::poll(|| {
+        let v: Option<String> = redis::cmd("GET").arg("paused").query(&mut leader).unwrap();
+        v.as_deref() == Some("v")
+    });
+    assert!(
+        applied,
+        "the leader applied the forwarded write (reply {reply:?})"
+    );
+}
+
 /// Goal: writes sent to a follower succeed, and a linearizable read on a follower sees the
 /// latest acknowledged write, through the `redis` client crate. Method: three nodes; a counter
 /// is incremented on each node in turn, and after every increment each other node reads it at

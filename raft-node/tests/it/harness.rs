@@ -568,6 +568,23 @@ impl Cluster {
     }
 
     /// SIGKILLs node `id`.
+    /// Freezes (`SIGSTOP`) or thaws (`SIGCONT`) node `id`: a process pause, as a GC or a
+    /// suspended VM gives; its sockets keep receiving.
+    pub fn signal(&self, id: u32, signal: &str) {
+        let pid = self
+            .nodes
+            .iter()
+            .find(|n| n.id == id)
+            .and_then(|n| n.child.as_ref())
+            .map(Child::id)
+            .expect("the node runs");
+        let status = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill {signal} {pid}");
+    }
+
     pub fn kill(&mut self, id: u32) {
         if let Some(n) = self.nodes.iter_mut().find(|n| n.id == id) {
             if let Some(mut c) = n.child.take() {

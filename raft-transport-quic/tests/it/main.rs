@@ -192,7 +192,7 @@ async fn pair(
 
 fn expect_refused(result: Result<Response, TransportError>) {
     match result {
-        Err(TransportError::Unreachable { .. }) => {}
+        Err(TransportError::NotSent { .. }) => {}
         other => panic!("expected a refused connection, got {other:?}"),
     }
 }

@@ -9,7 +9,7 @@ use super::frame::{
     put_bytes, put_count, put_epoch, put_error, put_offset_and_epoch, put_opt, put_replica, Reader,
 };
 use crate::codec::DecodeError;
-use crate::message::{ForwardRequest, ForwardResponse, ForwardResult};
+use crate::message::{ForwardRequest, ForwardResponse, ForwardResult, WriteOrder};
 
 /// The fewest bytes a payload takes on the wire (its length prefix).
 const PAYLOAD_LEN_MIN: usize = 4;
@@ -21,6 +21,10 @@ pub(super) fn put_forward_request(out: &mut BytesMut, r: &ForwardRequest) {
     for p in &r.payloads {
         put_bytes(out, p);
     }
+    put_opt(out, r.order, |out, o| {
+        out.put_u64_le(o.session);
+        out.put_u64_le(o.seq);
+    });
 }
 
 pub(super) fn read_forward_request(r: &mut Reader) -> Result<ForwardRequest, DecodeError> {
@@ -29,7 +33,13 @@ pub(super) fn read_forward_request(r: &mut Reader) -> Result<ForwardRequest, Dec
     for _ in 0..count {
         payloads.push(r.bytes("payload")?);
     }
-    Ok(ForwardRequest { payloads })
+    let order = r.opt("order", |r| {
+        Ok(WriteOrder {
+            session: r.u64()?,
+            seq: r.u64()?,
+        })
+    })?;
+    Ok(ForwardRequest { payloads, order })
 }
 
 pub(super) fn put_forward_response(out: &mut BytesMut, r: &ForwardResponse) {

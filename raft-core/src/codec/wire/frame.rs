@@ -129,6 +129,7 @@ pub(super) fn put_error(out: &mut BytesMut, error: Option<ErrorCode>) {
         Some(ErrorCode::SnapshotNotFound) => 12,
         Some(ErrorCode::PositionOutOfRange) => 13,
         Some(ErrorCode::OutcomeUnknown) => 14,
+        Some(ErrorCode::Superseded) => 15,
     };
     out.put_u8(code);
 }
@@ -260,6 +261,7 @@ impl<'a> Reader<'a> {
             12 => ErrorCode::SnapshotNotFound,
             13 => ErrorCode::PositionOutOfRange,
             14 => ErrorCode::OutcomeUnknown,
+            15 => ErrorCode::Superseded,
             other => {
                 return Err(DecodeError::InvalidValue {
                     what: "error code",

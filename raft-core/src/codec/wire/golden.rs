@@ -13,7 +13,7 @@ use crate::message::{
     EpochResponse, ErrorCode, FetchRequest, FetchResponse, FetchSnapshotRequest,
     FetchSnapshotResponse, ForwardRequest, ForwardResponse, ForwardResult, ReadBarrier,
     ReadIndexRequest, ReadIndexResponse, ReplicaProgress, Request, Response, VoteRequest,
-    VoteResponse,
+    VoteResponse, WriteOrder,
 };
 use crate::types::{Epoch, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId};
 
@@ -82,6 +82,10 @@ fn golden_frames() -> Vec<(String, Bytes)> {
                     Bytes::from_static(b"set k v"),
                     Bytes::from_static(b"incr n"),
                 ],
+                order: Some(WriteOrder {
+                    session: 0x0102_0304_0506_0708,
+                    seq: 9,
+                }),
             }),
         ),
         (
@@ -280,7 +284,8 @@ fn every_frame_has_pinned_bytes() {
             03 06 07 00 00 00 02 00 00 00 05 00 00 00 01
         forward request:
             03 07 02 00 00 00 07 00 00 00 73 65 74 20 6b 20
-            76 06 00 00 00 69 6e 63 72 20 6e
+            76 06 00 00 00 69 6e 63 72 20 6e 01 08 07 06 05
+            04 03 02 01 09 00 00 00 00 00 00 00
         fetch_snapshot request:
             03 08 07 00 00 00 02 00 00 00 1e 00 00 00 00 00
             00 00 05 00 00 00 00 10 00 00 00 00 00 00 00 04

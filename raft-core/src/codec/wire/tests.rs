@@ -12,7 +12,7 @@ use crate::message::{
     EpochResponse, ErrorCode, FetchRequest, FetchResponse, FetchSnapshotRequest,
     FetchSnapshotResponse, ForwardRequest, ForwardResponse, ForwardResult, ReadBarrier,
     ReadIndexRequest, ReadIndexResponse, ReplicaProgress, Request, Response, VoteRequest,
-    VoteResponse,
+    VoteResponse, WriteOrder,
 };
 use crate::types::{Epoch, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId};
 use proptest::collection::vec;
@@ -55,6 +55,7 @@ fn error_code() -> impl Strategy<Value = Option<ErrorCode>> {
         Just(Some(ErrorCode::SnapshotNotFound)),
         Just(Some(ErrorCode::PositionOutOfRange)),
         Just(Some(ErrorCode::OutcomeUnknown)),
+        Just(Some(ErrorCode::Superseded)),
     ]
 }
 
@@ -167,9 +168,14 @@ fn request() -> impl Strategy<Value = Request> {
                 })
             }
         ),
-        vec(vec(any::<u8>(), 0..64), 0..4).prop_map(|ps| Request::Forward(ForwardRequest {
-            payloads: ps.into_iter().map(Bytes::from).collect()
-        })),
+        (
+            vec(vec(any::<u8>(), 0..64), 0..4),
+            proptest::option::of((any::<u64>(), any::<u64>()))
+        )
+            .prop_map(|(ps, order)| Request::Forward(ForwardRequest {
+                payloads: ps.into_iter().map(Bytes::from).collect(),
+                order: order.map(|(session, seq)| WriteOrder { session, seq }),
+            })),
         (
             epoch(),
             replica(),

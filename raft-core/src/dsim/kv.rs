@@ -1,0 +1,265 @@
+//! The driver simulator's state machine: registers and counters keyed by `u64`. Every write
+//! carries its operation id, and every replica writes what it applied at each offset into a
+//! [`Ledger`] that outlives its crashes, so a run knows exactly which writes took effect, where,
+//! and how often, whatever the clients were told.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::io::{StateMachine, StateMachineError};
+use crate::types::{Offset, Record, RecordKind};
+
+/// What a write does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum KvOp {
+    /// Adds one to a counter; answers the new value.
+    Incr { key: u64 },
+    /// Sets a register.
+    Write { key: u64, value: u64 },
+    /// Sets a register to `new` if it holds `expected`; answers whether it did.
+    Cas { key: u64, expected: u64, new: u64 },
+}
+
+impl KvOp {
+    pub(super) fn key(&self) -> u64 {
+        match *self {
+            KvOp::Incr { key } | KvOp::Write { key, .. } | KvOp::Cas { key, .. } => key,
+        }
+    }
+
+    /// Applies the operation and returns its answer.
+    pub(super) fn apply(&self, map: &mut BTreeMap<u64, u64>) -> Answer {
+        match *self {
+            KvOp::Incr { key } => {
+                let v = map.entry(key).or_insert(0);
+                *v += 1;
+                Answer::Count(*v)
+            }
+            KvOp::Write { key, value } => {
+                map.insert(key, value);
+                Answer::Done
+            }
+            KvOp::Cas { key, expected, new } => {
+                let ok = map.get(&key).copied().unwrap_or(0) == expected;
+                if ok {
+                    map.insert(key, new);
+                }
+                Answer::Swapped(ok)
+            }
+        }
+    }
+}
+
+/// What the state machine answered for a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Answer {
+    Count(u64),
+    Done,
+    Swapped(bool),
+}
+
+impl Answer {
+    fn encode(self) -> Bytes {
+        match self {
+            Answer::Count(v) => Bytes::copy_from_slice(&v.to_le_bytes()),
+            Answer::Done => Bytes::new(),
+            Answer::Swapped(ok) => Bytes::copy_from_slice(&[u8::from(ok)]),
+        }
+    }
+
+    /// Decodes the answer of `op`.
+    pub(super) fn decode(op: &KvOp, b: &[u8]) -> Option<Answer> {
+        match op {
+            KvOp::Incr { .. } => Some(Answer::Count(u64::from_le_bytes(b.try_into().ok()?))),
+            KvOp::Write { .. } => b.is_empty().then_some(Answer::Done),
+            KvOp::Cas { .. } => match b {
+                [0] => Some(Answer::Swapped(false)),
+                [1] => Some(Answer::Swapped(true)),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// One client write as it travels in a record: a unique id and the operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Tagged {
+    pub(super) id: u64,
+    pub(super) op: KvOp,
+}
+
+const TAGGED_LEN: usize = 1 + 8 + 8 + 8 + 8;
+
+impl Tagged {
+    pub(super) fn encode(&self) -> Bytes {
+        let (tag, key, a, b) = match self.op {
+            KvOp::Incr { key } => (1u8, key, 0, 0),
+            KvOp::Write { key, value } => (2, key, value, 0),
+            KvOp::Cas { key, expected, new } => (3, key, expected, new),
+        };
+        let mut out = Vec::with_capacity(TAGGED_LEN);
+        out.push(tag);
+        for w in [self.id, key, a, b] {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        Bytes::from(out)
+    }
+
+    pub(super) fn decode(b: &[u8]) -> Option<Tagged> {
+        if b.len() != TAGGED_LEN {
+            return None;
+        }
+        let word = |i: usize| u64::from_le_bytes(b[1 + 8 * i..9 + 8 * i].try_into().unwrap());
+        let (id, key, a, c) = (word(0), word(1), word(2), word(3));
+        let op = match b[0] {
+            1 => KvOp::Incr { key },
+            2 => KvOp::Write { key, value: a },
+            3 => KvOp::Cas {
+                key,
+                expected: a,
+                new: c,
+            },
+            _ => return None,
+        };
+        Some(Tagged { id, op })
+    }
+}
+
+/// Per offset, the write a replica applied there (`None` for control records), over all its
+/// incarnations; plus any contradiction it noticed (another record at an offset it had applied).
+#[derive(Default)]
+pub(super) struct Ledger {
+    pub(super) applied: BTreeMap<u64, Option<u64>>,
+    pub(super) contradictions: Vec<String>,
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[derive(Default)]
+struct State {
+    next: Offset,
+    map: BTreeMap<u64, u64>,
+}
+
+/// One incarnation's state machine: in memory, so a crash loses it and the driver rebuilds it
+/// from the snapshot store and the log.
+pub(super) struct Kv {
+    state: Mutex<State>,
+    ledger: Arc<Mutex<Ledger>>,
+}
+
+impl Kv {
+    pub(super) fn new(ledger: Arc<Mutex<Ledger>>) -> Kv {
+        Kv {
+            state: Mutex::default(),
+            ledger,
+        }
+    }
+
+    /// The value of `key` now (0 when absent).
+    pub(super) fn get(&self, key: u64) -> u64 {
+        lock(&self.state).map.get(&key).copied().unwrap_or(0)
+    }
+}
+
+#[async_trait]
+impl StateMachine for Kv {
+    async fn applied(&self) -> Offset {
+        lock(&self.state).next
+    }
+
+    async fn apply(
+        &self,
+        records: &[Record],
+        responses: &mut Vec<Bytes>,
+    ) -> Result<(), StateMachineError> {
+        let mut state = lock(&self.state);
+        let mut ledger = lock(&self.ledger);
+        for r in records {
+            if r.offset != state.next {
+                return Err(StateMachineError {
+                    offset: r.offset,
+                    reason: format!("expected offset {}", state.next),
+                });
+            }
+            state.next = r.offset.next();
+            let tagged = (r.kind == RecordKind::Data)
+                .then(|| Tagged::decode(&r.payload))
+                .flatten();
+            let id = tagged.map(|t| t.id);
+            match ledger.applied.get(&r.offset.0) {
+                Some(before) if *before != id => {
+                    let note = format!(
+                        "offset {} applied as {before:?} and later as {id:?}",
+                        r.offset
+                    );
+                    ledger.contradictions.push(note);
+                }
+                _ => {
+                    ledger.applied.insert(r.offset.0, id);
+                }
+            }
+            let answer = tagged.map(|t| t.op.apply(&mut state.map));
+            responses.push(answer.map(Answer::encode).unwrap_or_default());
+        }
+        Ok(())
+    }
+
+    async fn snapshot(&self) -> Result<Bytes, StateMachineError> {
+        let state = lock(&self.state);
+        let mut out = Vec::with_capacity(8 + 16 * state.map.len());
+        out.extend_from_slice(&state.next.0.to_le_bytes());
+        for (k, v) in &state.map {
+            out.extend_from_slice(&k.to_le_bytes());
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        Ok(Bytes::from(out))
+    }
+
+    async fn restore(&self, applied: Offset, data: Bytes) -> Result<(), StateMachineError> {
+        let bad = |reason: &str| StateMachineError {
+            offset: applied,
+            reason: reason.into(),
+        };
+        if data.len() < 8 || !(data.len() - 8).is_multiple_of(16) {
+            return Err(bad("malformed snapshot"));
+        }
+        let word = |i: usize| u64::from_le_bytes(data[i..i + 8].try_into().unwrap());
+        if word(0) != applied.0 {
+            return Err(bad("the snapshot covers another offset"));
+        }
+        let map = (8..data.len())
+            .step_by(16)
+            .map(|i| (word(i), word(i + 8)))
+            .collect();
+        *lock(&self.state) = State { next: applied, map };
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tagged_writes_round_trip() {
+        for op in [
+            KvOp::Incr { key: 3 },
+            KvOp::Write { key: 10, value: 77 },
+            KvOp::Cas {
+                key: 11,
+                expected: 5,
+                new: 9,
+            },
+        ] {
+            let t = Tagged { id: 42, op };
+            assert_eq!(Tagged::decode(&t.encode()), Some(t));
+        }
+        assert_eq!(Tagged::decode(b"short"), None);
+    }
+}
