@@ -1,0 +1,162 @@
+//! Tests of the configuration layers and their checks.
+
+use super::*;
+
+const GOOD: &str = r#"
+    cluster_id = "c1"
+    replica_id = 2
+    data_dir = "d"
+    [tls]
+    ca_cert = "ca.pem"
+    cert = "n.pem"
+    key = "n.key"
+    [[voters]]
+    id = 1
+    peer = "127.0.0.1:7101"
+    client = "127.0.0.1:7001"
+    [[voters]]
+    id = 2
+    peer = "127.0.0.1:7102"
+    client = "127.0.0.1:7002"
+"#;
+
+#[test]
+fn a_complete_file_gives_defaults_for_the_rest() {
+    let cfg = FileConfig::parse(GOOD).unwrap().check().unwrap();
+    assert_eq!(cfg.id, ReplicaId(2));
+    assert_eq!(cfg.listen_client, "127.0.0.1:7002".parse().unwrap());
+    assert_eq!(cfg.listen_peer, "127.0.0.1:7102".parse().unwrap());
+    assert_eq!(cfg.peers().len(), 1);
+    assert_eq!(cfg.client.read_mode, ReadMode::Linearizable);
+    assert_eq!(
+        cfg.client_addr_of(ReplicaId(1)).as_deref(),
+        Some("127.0.0.1:7001")
+    );
+}
+
+fn field_of(text: &str) -> String {
+    match FileConfig::parse(text).and_then(FileConfig::check) {
+        Ok(_) => panic!("accepted: {text}"),
+        Err(e) => e.field,
+    }
+}
+
+#[test]
+fn each_bad_field_is_named() {
+    assert_eq!(
+        field_of(&GOOD.replace("replica_id = 2", "replica_id = 9")),
+        "replica_id"
+    );
+    assert_eq!(
+        field_of(&GOOD.replace("replica_id = 2", "replica_idd = 2")),
+        "replica_idd"
+    );
+    assert_eq!(field_of(&GOOD.replace("\"c1\"", "\"a b\"")), "cluster_id");
+    assert_eq!(
+        field_of(&GOOD.replace("127.0.0.1:7101", "nowhere")),
+        "voters[0].peer"
+    );
+    assert_eq!(field_of(&GOOD.replace("id = 1", "id = 2")), "voters[1].id");
+    assert_eq!(field_of(&GOOD.replace("key = \"n.key\"", "")), "tls.key");
+    assert_eq!(
+        field_of(&format!("{GOOD}\n[timers]\nfetch_timeout_ms = 100\n")),
+        "timers.fetch_timeout_ms"
+    );
+    assert_eq!(
+        field_of(&format!("{GOOD}\n[client]\nread_mode = \"fast\"\n")),
+        "client.read_mode"
+    );
+    assert_eq!(field_of(&format!("storage = \"tape\"\n{GOOD}")), "storage");
+    assert_eq!(
+        field_of(&GOOD.replace("replica_id = 2", "replica_id = \"two\"")),
+        "replica_id"
+    );
+    assert_eq!(
+        field_of(&format!("{GOOD}\n[timers]\nwrite_timeout_ms = -1\n")),
+        "timers.write_timeout_ms"
+    );
+}
+
+#[test]
+fn leases_are_off_unless_enabled_and_their_margin_is_checked() {
+    let off = FileConfig::parse(GOOD).unwrap().check().unwrap();
+    assert!(!off.lease.enabled);
+    assert!(!off.raft_config().unwrap().lease_reads);
+    let on = FileConfig::parse(&format!(
+        "{GOOD}\n[lease]\nenabled = true\ndrift_margin_ms = 300\n[client]\nread_mode = \"lease\"\n"
+    ))
+    .unwrap()
+    .check()
+    .unwrap();
+    let raft = on.raft_config().unwrap();
+    assert!(raft.lease_reads);
+    assert_eq!(raft.lease_drift_margin, Duration::from_millis(300));
+    assert_eq!(on.client.read_mode, ReadMode::Lease);
+    assert_eq!(
+        field_of(&format!("{GOOD}\n[client]\nread_mode = \"lease\"\n")),
+        "client.read_mode",
+        "lease mode without leases is refused at start"
+    );
+    assert_eq!(
+        field_of(&format!(
+            "{GOOD}\n[lease]\nenabled = true\ndrift_margin_ms = 2000\n"
+        )),
+        "lease.drift_margin_ms",
+        "a margin as long as the fetch timeout leaves no lease"
+    );
+    assert_eq!(
+        field_of(&format!("{GOOD}\n[lease]\ndrift_margin_ms = 0\n")),
+        "lease.drift_margin_ms"
+    );
+    assert_eq!(
+        field_of(&format!("{GOOD}\n[lease]\nenable = true\n")),
+        "enable"
+    );
+}
+
+#[test]
+fn flags_override_the_file() {
+    let mut f = FileConfig::parse(GOOD).unwrap();
+    f.apply(&Overrides {
+        replica_id: Some(3),
+        voters: Some("1=127.0.0.1:1/127.0.0.1:2,3=127.0.0.1:3".into()),
+        listen_client: Some("127.0.0.1:9".into()),
+        ..Overrides::default()
+    })
+    .unwrap();
+    let cfg = f.check().unwrap();
+    assert_eq!(cfg.id, ReplicaId(3));
+    assert_eq!(cfg.voters.len(), 2);
+    assert_eq!(cfg.listen_client.port(), 9);
+    assert_eq!(cfg.listen_metrics, None);
+    let mut f = FileConfig::parse(GOOD).unwrap();
+    f.apply(&Overrides {
+        listen_metrics: Some("127.0.0.1:9101".into()),
+        ..Overrides::default()
+    })
+    .unwrap();
+    assert_eq!(
+        f.check().unwrap().listen_metrics,
+        Some("127.0.0.1:9101".parse().unwrap())
+    );
+    let file = format!("{GOOD}\n[listen]\nmetrics = \"nowhere\"\n");
+    assert_eq!(field_of(&file), "listen.metrics");
+}
+
+#[test]
+fn client_tls_needs_a_certificate_and_a_key() {
+    let tls = |lines: &str| format!("{GOOD}\n[client]\n{lines}\n");
+    assert_eq!(field_of(&tls("tls_cert = \"c.pem\"")), "client.tls_key");
+    assert_eq!(field_of(&tls("tls_key = \"c.key\"")), "client.tls_cert");
+    assert_eq!(field_of(&tls("tls_ca = \"ca.pem\"")), "client.tls_ca");
+    let mut f = FileConfig::parse(&tls("tls_cert = \"c.pem\"\ntls_key = \"c.key\"")).unwrap();
+    f.base = PathBuf::from("/etc/kv");
+    let cfg = f.check().unwrap();
+    let t = cfg.client.tls.unwrap();
+    assert_eq!(t.cert, PathBuf::from("/etc/kv/c.pem"));
+    assert_eq!(t.ca, None);
+    assert_eq!(
+        FileConfig::parse(GOOD).unwrap().check().unwrap().client.tls,
+        None
+    );
+}
