@@ -1,0 +1,113 @@
+//! The random faults of a sweep: when the next crash, partition, slow disk or transfer comes,
+//! and healing before the liveness phase.
+
+use super::*;
+
+impl Cluster {
+    /// Runs with the seed's faults (partitions, crashes, drops) until `until`.
+    pub fn run_with_faults_until(&mut self, until: Duration) {
+        self.faults_on = true;
+        self.next_partition = self.now + self.fault_interval(self.opts.faults.partition_every);
+        self.next_crash = self.now + self.fault_interval(self.opts.faults.crash_every);
+        self.next_transfer = self.now + self.transfer_interval();
+        while self.now < until {
+            let step_end = (self.now + Duration::from_millis(1)).min(until);
+            self.run_until(step_end);
+            self.inject_faults();
+        }
+        self.faults_on = false;
+    }
+
+    /// Ends every fault: links heal and crashed replicas restart.
+    pub fn heal_all(&mut self) {
+        self.faults_on = false;
+        self.heal();
+        for i in 0..self.hosts.len() {
+            if self.hosts[i].replica.is_none() {
+                self.start_host(i);
+            }
+        }
+    }
+
+    pub(super) fn fault_interval(&mut self, mean: Duration) -> Duration {
+        if mean.is_zero() {
+            return Duration::MAX / 4;
+        }
+        Duration::from_nanos(
+            self.rng
+                .range(mean.as_nanos() as u64 / 2, mean.as_nanos() as u64 * 3 / 2),
+        )
+    }
+
+    pub(super) fn transfer_interval(&mut self) -> Duration {
+        let mean = self.opts.faults.transfer_every.as_nanos() as u64;
+        if mean == 0 {
+            return Duration::MAX / 4;
+        }
+        Duration::from_nanos(self.transfer_rng.range(mean / 2, mean * 3 / 2))
+    }
+
+    pub(super) fn inject_faults(&mut self) {
+        if self.now >= self.next_transfer {
+            self.next_transfer = self.now + self.transfer_interval();
+            if let Some(l) = self.leader() {
+                let to = self.transfer_rng.range(1, u64::from(self.opts.voters)) as u32;
+                // Refusals (not a voter, already transferring) are part of what is exercised.
+                let result = self.transfer_leadership(l, to);
+                let t = self.now.as_millis();
+                self.trace
+                    .push(format!("{t}ms r{l} asked to transfer to r{to}: {result:?}"));
+            }
+        }
+        let n = self.hosts.len() as u32;
+        if self.now >= self.next_partition {
+            self.next_partition = self.now + self.fault_interval(self.opts.faults.partition_every);
+            self.heal();
+            match self.rng.below(5) {
+                0 => {}
+                1 => {
+                    let r = self.rng.range(1, n as u64) as u32;
+                    self.isolate(r);
+                }
+                2 => {
+                    let group: Vec<u32> = (1..=n).filter(|_| self.rng.chance(0.5)).collect();
+                    for a in 1..=n {
+                        for b in 1..=n {
+                            if group.contains(&a) != group.contains(&b) {
+                                self.block(a, b);
+                            }
+                        }
+                    }
+                }
+                3 => {
+                    let a = self.rng.range(1, n as u64) as u32;
+                    let b = self.rng.range(1, n as u64) as u32;
+                    if a != b {
+                        self.block(a, b);
+                    }
+                }
+                _ => {
+                    // A voter that reaches the others but not the leader.
+                    if let Some(l) = self.leader() {
+                        let f = self.rng.range(1, self.opts.voters as u64) as u32;
+                        if f != l {
+                            self.cut(l, f);
+                        }
+                    }
+                }
+            }
+        }
+        if self.now >= self.next_crash {
+            self.next_crash = self.now + self.fault_interval(self.opts.faults.crash_every);
+            let victim = self.rng.below(n as u64) as usize;
+            if self.hosts[victim].replica.is_some() {
+                self.crash_host(victim);
+                let down = self
+                    .rng
+                    .range(1, self.opts.faults.downtime_max.as_nanos() as u64);
+                let host = self.hosts[victim].id;
+                self.schedule(self.now + Duration::from_nanos(down), Ev::Restart { host });
+            }
+        }
+    }
+}
