@@ -27,6 +27,7 @@ pub mod protocol;
 pub mod sim;
 #[cfg(feature = "driver")]
 pub mod snapshot_dir;
+pub mod stored;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod types;

@@ -51,12 +51,12 @@ use bytes::Bytes;
 use fjall::{
     Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch as WriteBatch, PersistMode, Readable,
 };
-use raft_core::codec::stored::{
+use raft_core::io::{ElectionStore, LogState, LogStore, StorageError};
+use raft_core::snapshot_dir::SnapshotDir;
+use raft_core::stored::{
     batch_prefix_len, check_read, corrupt_in_batch, decode_election_state, decode_part,
     encode_batches, encode_election_state, locate_in_batch, LogMeta, ReadBudget,
 };
-use raft_core::io::{ElectionStore, LogState, LogStore, StorageError};
-use raft_core::snapshot_dir::SnapshotDir;
 use raft_core::{ElectionState, Offset, OffsetAndEpoch, Record};
 use tokio::sync::{oneshot, watch};
 

@@ -41,12 +41,12 @@ use std::thread::JoinHandle;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use raft_core::codec::stored::{
+use raft_core::io::{ElectionStore, LogState, LogStore, StorageError};
+use raft_core::snapshot_dir::SnapshotDir;
+use raft_core::stored::{
     batch_prefix_len, check_read, corrupt_in_batch, decode_election_state, decode_part,
     encode_batches, encode_election_state, locate_in_batch, LogMeta, ReadBudget,
 };
-use raft_core::io::{ElectionStore, LogState, LogStore, StorageError};
-use raft_core::snapshot_dir::SnapshotDir;
 use raft_core::{ElectionState, Offset, OffsetAndEpoch, Record};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use tokio::sync::{oneshot, watch};

@@ -1,6 +1,6 @@
 //! Pure encoding and decoding of log records (shared by the wire and every storage backend),
-//! in [`stored`] of the batches and bookkeeping every storage backend keeps, and in [`wire`] of
-//! the RPC frames (decisions D9).
+//! and in [`wire`] of the RPC frames (decisions D9). The batches and bookkeeping every storage
+//! backend keeps are in [`crate::stored`].
 //!
 //! The formats here are stability boundaries: a byte layout change needs a new version number,
 //! and decoders refuse versions they do not know with a typed error instead of guessing.
@@ -22,8 +22,7 @@ use bytes::{BufMut, Bytes};
 use crate::types::{Epoch, Offset, Record, RecordKind};
 pub use crate::types::{RECORD_FORMAT_VERSION, RECORD_HEADER_LEN};
 
-mod reader;
-pub mod stored;
+pub(crate) mod reader;
 pub mod wire;
 
 /// Why bytes could not be decoded. Never a panic: every decoder in this module returns this for

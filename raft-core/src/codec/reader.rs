@@ -6,29 +6,29 @@
 use super::DecodeError;
 
 /// A little-endian cursor over a byte slice.
-pub(super) struct LeReader<'a> {
+pub(crate) struct LeReader<'a> {
     bytes: &'a [u8],
     pos: usize,
 }
 
 impl<'a> LeReader<'a> {
     /// A cursor at the start of `bytes`.
-    pub(super) fn new(bytes: &'a [u8]) -> Self {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
         LeReader { bytes, pos: 0 }
     }
 
     /// How many bytes have been read.
-    pub(super) fn position(&self) -> usize {
+    pub(crate) fn position(&self) -> usize {
         self.pos
     }
 
     /// How many bytes are left.
-    pub(super) fn remaining(&self) -> usize {
+    pub(crate) fn remaining(&self) -> usize {
         self.bytes.len() - self.pos
     }
 
     /// Moves past `n` bytes that the caller has already checked are there.
-    pub(super) fn advance(&mut self, n: usize) {
+    pub(crate) fn advance(&mut self, n: usize) {
         assert!(
             n <= self.remaining(),
             "a reader only advances over bytes it holds"
@@ -37,7 +37,7 @@ impl<'a> LeReader<'a> {
     }
 
     /// The next `N` bytes.
-    pub(super) fn take<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+    pub(crate) fn take<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let rest = &self.bytes[self.pos..];
         let Some(bytes) = rest.get(..N) else {
             return Err(DecodeError::Truncated {
@@ -51,22 +51,22 @@ impl<'a> LeReader<'a> {
     }
 
     /// The next byte.
-    pub(super) fn u8(&mut self) -> Result<u8, DecodeError> {
+    pub(crate) fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.take::<1>()?[0])
     }
 
     /// The next little-endian `u32`.
-    pub(super) fn u32(&mut self) -> Result<u32, DecodeError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, DecodeError> {
         Ok(u32::from_le_bytes(self.take()?))
     }
 
     /// The next little-endian `u64`.
-    pub(super) fn u64(&mut self) -> Result<u64, DecodeError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, DecodeError> {
         Ok(u64::from_le_bytes(self.take()?))
     }
 
     /// Ends the read: bytes left after a complete structure are [`DecodeError::Trailing`].
-    pub(super) fn finish(self) -> Result<(), DecodeError> {
+    pub(crate) fn finish(self) -> Result<(), DecodeError> {
         match self.remaining() {
             0 => Ok(()),
             n => Err(DecodeError::Trailing(n)),

@@ -1,6 +1,6 @@
 //! An in-memory log ([`MemLog`]), election store ([`MemElectionStore`]) and snapshot store
 //! ([`MemSnapshots`]). The log bookkeeping every backend shares ([`LogMeta`]) and the helpers
-//! that store records as batches of codec-encoded bytes live in [`crate::codec::stored`] and are
+//! that store records as batches of codec-encoded bytes live in [`crate::stored`] and are
 //! re-exported here.
 //!
 //! The in-memory stores keep exactly what a disk backend keeps (batches of encoded records with
@@ -19,9 +19,9 @@ use bytes::Bytes;
 use crate::io::{ElectionStore, LogState, LogStore, SnapshotMeta, SnapshotStore, StorageError};
 use crate::types::{ElectionState, Offset, OffsetAndEpoch, Record};
 
-// The stored form of a log lives in `codec::stored`; the names stay here so that code written
+// The stored form of a log lives in `stored`; the names stay here so that code written
 // against this module keeps compiling.
-pub use crate::codec::stored::{
+pub use crate::stored::{
     batch_prefix_len, check_read, corrupt_in_batch, decode_election_state, decode_part,
     encode_batches, encode_election_state, locate_in_batch, BatchPart, LogMeta, ReadBudget,
     META_FORMAT_VERSION, STORED_PAYLOAD_MAX,

@@ -2,14 +2,15 @@
 //! records kept as batches of codec-encoded bytes keyed by their first offset, the log's
 //! bookkeeping ([`LogMeta`]: bounds and epoch history) and the election state, each encoding
 //! with a format version and a CRC-32. Nothing here knows an engine; `raft_core::mem::storage`
-//! re-exports these names.
+//! re-exports these names. It sits above both [`crate::codec`] (the record format) and
+//! [`crate::io`] (the storage traits' types), so that neither depends on the other.
 
 use std::ops::Range;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::reader::LeReader;
-use super::{decode_record, encode_record, DecodeError, RECORD_HEADER_LEN};
+use crate::codec::reader::LeReader;
+use crate::codec::{decode_record, encode_record, DecodeError, RECORD_HEADER_LEN};
 use crate::io::{EpochStart, LogState, StorageError};
 use crate::types::{ElectionState, Epoch, Offset, OffsetAndEpoch, Record, ReplicaId};
 
