@@ -12,7 +12,7 @@ use raft_core::mem::transport::MemNetwork;
 use raft_core::mem::{MemElectionStore, MemLog, MemSnapshots};
 use raft_core::{Offset, ReplicaId, Role};
 
-use super::driver::{start_cluster, test_config, wait_for_leader, Recorder, TestNode};
+use super::driver::{start_cluster, start_node, test_config, wait_for_leader, Recorder, TestNode};
 
 /// Waits (bounded) until `node`'s state machine holds `payload`.
 async fn wait_applied(node: &TestNode, payload: &[u8]) {
@@ -284,6 +284,121 @@ async fn a_late_batch_of_a_session_is_dropped_not_applied_after_a_later_one() {
         vec![Bytes::from_static(b"B")],
         "A was dropped, not applied after B"
     );
+    for n in &nodes {
+        n.node.shutdown().await;
+    }
+}
+
+/// Goal: a write truncated from one replica is not reported lost while another replica may
+/// still get it committed (review F3). Method (5 voters, virtual time): the leader A and one
+/// follower B are cut off from the other three, and A appends W, which only B fetches. The three
+/// elect X; X is cut from the other two before they fetch its first record. The partition
+/// becomes {A, X} | {B, Y, Z}: A follows X and truncates W, while B, whose log is the longest,
+/// wins the next epoch with Y and Z and commits W. W's writer on A must not be told "lost":
+/// it gets committed (A applies W once it rejoins) or unknown, and W is in the committed log.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_write_truncated_on_its_leader_but_committed_elsewhere_is_not_reported_lost() {
+    use raft_core::mem::transport::Delivery;
+
+    let net = MemNetwork::new();
+    net.set_link_model(Arc::new(|_, _| Delivery::After(Duration::from_millis(2))));
+    let voters: Vec<ReplicaId> = (1..=5).map(ReplicaId).collect();
+    let mut nodes = Vec::new();
+    for id in &voters {
+        nodes.push(start_node(&net, test_config(*id, &voters)).await);
+    }
+    let a = wait_for_leader(&nodes, None).await;
+    let ids: Vec<ReplicaId> = nodes.iter().map(|n| n.node.id()).collect();
+    let b = (a + 1) % 5;
+    let rest: Vec<usize> = (0..5).filter(|i| *i != a && *i != b).collect();
+    for &i in &[a, b] {
+        for &j in &rest {
+            net.cut_both(ids[i], ids[j]);
+        }
+    }
+    let leader = nodes[a].node.clone();
+    let w = tokio::spawn(async move { leader.propose(Bytes::from_static(b"W")).await });
+    // W reaches B and no one else.
+    let a_end = loop {
+        let (sa, sb) = (
+            nodes[a].node.status().await.unwrap(),
+            nodes[b].node.status().await.unwrap(),
+        );
+        if sa.log_end.offset > sa.high_watermark && sb.durable_end >= sa.log_end.offset {
+            break sa.log_end;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    // The three elect one of them; it is cut from the other two at once.
+    let x = 'elected: loop {
+        for &i in &rest {
+            let s = nodes[i].node.status().await.unwrap();
+            if s.role == Role::Leader {
+                break 'elected i;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    let yz: Vec<usize> = rest.iter().copied().filter(|i| *i != x).collect();
+    for &y in &yz {
+        net.cut_both(ids[x], ids[y]);
+    }
+    let x_epoch = nodes[x].node.status().await.unwrap().epoch;
+    for &y in &yz {
+        let s = nodes[y].node.status().await.unwrap();
+        assert!(
+            s.log_end.epoch < x_epoch,
+            "{} must not hold X's first record yet: {:?}",
+            ids[y],
+            s.log_end
+        );
+    }
+    // {A, X} | {B, Y, Z}.
+    net.heal_all();
+    for &i in &[a, x] {
+        for &j in [b].iter().chain(&yz) {
+            net.cut_both(ids[i], ids[j]);
+        }
+    }
+    // A follows X and truncates W.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = nodes[a].node.status().await.unwrap();
+        if s.log_end.offset < a_end.offset || s.log_end.epoch >= x_epoch {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "A never truncated W"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // B leads a later epoch and commits W with Y and Z.
+    let w_offset = a_end.offset.0 - 1;
+    loop {
+        let applied = nodes[b].sm.applied.lock().unwrap().clone();
+        if applied.iter().any(|(o, p)| *o == w_offset && p == "W") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "B did not commit W: {:?}",
+            nodes[b].node.status().await
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    net.heal_all();
+    let outcome = tokio::time::timeout(Duration::from_secs(30), w)
+        .await
+        .expect("W's writer gets an answer")
+        .unwrap();
+    match &outcome {
+        Ok(c) => assert_eq!(c.id.offset.0, w_offset, "committed where B committed it"),
+        Err(e) => assert!(
+            !e.is_definite_failure(),
+            "W was committed, so it must not be reported as not applied: {e:?}"
+        ),
+    }
     for n in &nodes {
         n.node.shutdown().await;
     }
