@@ -403,3 +403,62 @@ async fn a_write_truncated_on_its_leader_but_committed_elsewhere_is_not_reported
         n.node.shutdown().await;
     }
 }
+
+/// Goal: writes pending on a deposed leader whose log is then replaced by a snapshot get an
+/// answer (review F6): they are unknown to it, not left waiting forever. Method (3 voters,
+/// virtual time, snapshots every 10 records): the leader is isolated and takes 5 proposals it
+/// cannot commit; the other two elect a leader and commit 60 writes, snapshotting and purging
+/// their logs past the old leader's tail. After healing, the old leader installs a snapshot:
+/// its 5 writers must hear "unknown: a snapshot replaced the log" at once.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn writes_pending_below_an_installed_snapshot_are_answered_unknown() {
+    use raft_core::driver::Uncertain;
+
+    let net = MemNetwork::new();
+    let voters: Vec<ReplicaId> = (1..=3).map(ReplicaId).collect();
+    let mut nodes = Vec::new();
+    for id in &voters {
+        let mut cfg = test_config(*id, &voters);
+        cfg.snapshot_after_records = 10;
+        cfg.snapshot_log_retention = 2;
+        nodes.push(start_node(&net, cfg).await);
+    }
+    let old = wait_for_leader(&nodes, None).await;
+    let ids: Vec<ReplicaId> = nodes.iter().map(|n| n.node.id()).collect();
+    for j in (0..3).filter(|j| *j != old) {
+        net.cut_both(ids[old], ids[j]);
+    }
+    let pending: Vec<_> = (0..5)
+        .map(|i| {
+            let node = nodes[old].node.clone();
+            tokio::spawn(async move { node.propose(Bytes::from(format!("pending-{i}"))).await })
+        })
+        .collect();
+    let new = wait_for_leader(&nodes, Some(old)).await;
+    for i in 0..60u32 {
+        nodes[new]
+            .node
+            .write(Bytes::from(format!("after-{i}")))
+            .await
+            .expect("the majority commits");
+    }
+    let s = nodes[new].node.status().await.unwrap();
+    assert!(s.log_start.0 > 10, "the new leader purged its log: {s:?}");
+    let healed = tokio::time::Instant::now();
+    net.heal_all();
+    for p in pending {
+        let r = tokio::time::timeout(Duration::from_secs(30), p)
+            .await
+            .expect("every pending write gets an answer")
+            .unwrap();
+        assert_eq!(r, Err(WriteError::Unknown(Uncertain::Snapshotted)));
+    }
+    assert!(
+        healed.elapsed() < Duration::from_secs(1),
+        "answered when the snapshot was installed, not by a timeout: {:?}",
+        healed.elapsed()
+    );
+    for n in &nodes {
+        n.node.shutdown().await;
+    }
+}
