@@ -4,7 +4,7 @@
 //! [--secs T] [--lease] [--threads T] [--verbose]` runs seeds of [`raft_core::dsim`], prints one
 //! line per failing seed with the command that replays it, and ends with a summary line.
 //! Exit status 1 on any violation. Negative controls (test-only fault switches):
-//! `--unsafe-reads` and `--forward-failure-refuses`.
+//! `--unsafe-reads`, `--forward-failure-refuses` and `--lying-fsync`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -52,6 +52,7 @@ fn parse() -> Result<Args, String> {
             "--verbose" => a.verbose = true,
             "--unsafe-reads" => a.base.unsafe_reads = true,
             "--forward-failure-refuses" => a.base.forward_failure_refuses = true,
+            "--lying-fsync" => a.base.lying_fsync = true,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -75,6 +76,7 @@ fn replay(args: &Args, seed: u64) -> String {
         (b.lease_reads, " --lease"),
         (b.unsafe_reads, " --unsafe-reads"),
         (b.forward_failure_refuses, " --forward-failure-refuses"),
+        (b.lying_fsync, " --lying-fsync"),
     ] {
         if on {
             cmd += flag;

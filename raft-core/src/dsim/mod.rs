@@ -16,9 +16,9 @@
 //! serve a linearizable read and know the leader. Finally the history is checked against what
 //! the replicas really applied (the `verify` module).
 //!
-//! Not simulated here: storage that loses synced data, or fsyncs that lie (the in-memory
-//! stores keep what they accepted; the storage conformance and crash tests cover the disk
-//! backends), and clock drift (one virtual clock; the pure-core simulator varies drift).
+//! Storage keeps what it acknowledged, as the storage contract requires; `lying_fsync` breaks
+//! that on purpose (a crash loses the last acknowledged records) to show the checks depend on
+//! it. Not simulated: clock drift (one virtual clock; the pure-core simulator varies drift).
 
 mod clients;
 mod kv;
@@ -57,6 +57,9 @@ pub struct DriverSimOptions {
     /// Negative control: a failed forward is reported as refused
     /// (`DriverOptions::test_forward_failure_refuses`).
     pub forward_failure_refuses: bool,
+    /// Negative control for the storage contract: a crash loses up to five records the log
+    /// had acknowledged as durable (an fsync that lied).
+    pub lying_fsync: bool,
 }
 
 impl DriverSimOptions {
@@ -72,6 +75,7 @@ impl DriverSimOptions {
             forward_timeout_ms: 1_000,
             unsafe_reads: false,
             forward_failure_refuses: false,
+            lying_fsync: false,
         }
     }
 }

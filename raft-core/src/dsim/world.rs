@@ -190,14 +190,21 @@ impl World {
         }
     }
 
-    /// Crashes host `i`: its tasks stop at once, its state machine is gone, its stores stay.
+    /// Crashes host `i`: its tasks stop at once, its state machine is gone, its stores stay
+    /// (with `lying_fsync`, minus the last few records they had acknowledged as durable).
     pub(super) async fn crash(&self, i: usize) {
-        let live = lock(&self.hosts)[i].live.take();
+        let (live, log) = {
+            let mut hosts = lock(&self.hosts);
+            (hosts[i].live.take(), hosts[i].log.clone())
+        };
         if let Some((node, _)) = live {
             let installed = node.metrics().snapshots_installed.load(Ordering::Relaxed);
             self.snapshots_installed
                 .fetch_add(installed, Ordering::Relaxed);
             node.abort().await;
+            if self.opts.lying_fsync {
+                forget_tail(&log, &self.links).await;
+            }
         }
     }
 
@@ -222,6 +229,16 @@ impl World {
             self.crash(i).await;
         }
     }
+}
+
+/// Negative control for the storage contract: drops up to five records from the end of a log
+/// that acknowledged them as durable, as a disk whose fsync lied would after a power loss.
+async fn forget_tail(log: &MemLog, links: &Mutex<Links>) {
+    use crate::io::LogStore;
+    let Ok(state) = log.state().await else { return };
+    let lost = lock(links).rng.range(1, 5);
+    let end = state.end.offset.0.saturating_sub(lost).max(state.start.0);
+    let _ = log.truncate(crate::types::Offset(end)).await;
 }
 
 /// The fault schedule: until `until`, a fault every 0.2 to 1.5 s, each undone after its own

@@ -41,11 +41,12 @@ fn a_seed_replays_identically() {
 
 /// Goal: the checks can fail. Reporting a forward that failed in flight as refused (the old
 /// behaviour) is caught as lies and double applies; followers serving reads without a
-/// confirmed offset is caught by the linearizability check. Each within the first seeds.
+/// confirmed offset is caught by the linearizability check; a log that loses records it
+/// acknowledged as durable is caught as disagreement. Each within the first seeds.
 #[test]
 fn negative_controls_are_caught() {
     let caught = |opts: &dyn Fn(u64) -> DriverSimOptions, what: &str| {
-        (1..=5).any(|seed| run(&opts(seed)).violations.iter().any(|v| v.contains(what)))
+        (1..=10).any(|seed| run(&opts(seed)).violations.iter().any(|v| v.contains(what)))
     };
     assert!(
         caught(
@@ -66,5 +67,15 @@ fn negative_controls_are_caught() {
             "not linearizable"
         ),
         "stale follower reads are reported"
+    );
+    assert!(
+        caught(
+            &|seed| DriverSimOptions {
+                lying_fsync: true,
+                ..DriverSimOptions::new(seed)
+            },
+            "agreement"
+        ),
+        "lost acknowledged records are reported"
     );
 }
