@@ -243,7 +243,8 @@ impl FjallStore {
         let (db, log, meta_ks) = open_db(&dir, &options)?;
         // Recovery replays the active journal as the previous process left it, including
         // writes it had not synced yet (a process crash keeps them in the page cache). They are
-        // about to be served as durable, so they must be: sync before reading anything.
+        // about to be served as durable, so they must be: sync before reading anything. (fjall
+        // 3.1 does so in its own recovery too; this keeps the guarantee ours.)
         db.persist(PersistMode::SyncAll).map_err(io)?;
         let meta = init_or_check(&db, &meta_ks, cluster_id)?;
         let (finished, _) = watch::channel(0);

@@ -1,7 +1,9 @@
 //! The one integration test binary of raft-storage-fjall: the raft-core storage conformance suite,
-//! the format and cluster-id checks, and crash tests with real processes ([`crash`]).
+//! the format and cluster-id checks, crash tests with real processes ([`crash`]), and the sync of
+//! a recovered journal ([`recovery_sync`]).
 
 mod crash;
+mod recovery_sync;
 
 use std::sync::Arc;
 
