@@ -4,7 +4,8 @@
 //! [--secs T] [--lease] [--threads T] [--verbose]` runs seeds of [`raft_core::dsim`], prints one
 //! line per failing seed with the command that replays it, and ends with a summary line.
 //! Exit status 1 on any violation. Negative controls (test-only fault switches):
-//! `--unsafe-reads`, `--forward-failure-refuses` and `--lying-fsync`.
+//! `--unsafe-reads`, `--forward-failure-refuses`, `--ignore-write-sessions` and
+//! `--lying-fsync`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -53,6 +54,7 @@ fn parse() -> Result<Args, String> {
             "--unsafe-reads" => a.base.unsafe_reads = true,
             "--forward-failure-refuses" => a.base.forward_failure_refuses = true,
             "--lying-fsync" => a.base.lying_fsync = true,
+            "--ignore-write-sessions" => a.base.ignore_write_sessions = true,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -77,6 +79,7 @@ fn replay(args: &Args, seed: u64) -> String {
         (b.unsafe_reads, " --unsafe-reads"),
         (b.forward_failure_refuses, " --forward-failure-refuses"),
         (b.lying_fsync, " --lying-fsync"),
+        (b.ignore_write_sessions, " --ignore-write-sessions"),
     ] {
         if on {
             cmd += flag;

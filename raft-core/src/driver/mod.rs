@@ -68,6 +68,11 @@ pub struct DriverOptions {
     /// did. The driver simulator must catch it.
     #[doc(hidden)]
     pub test_forward_failure_refuses: bool,
+    /// Test-only fault switch (negative control for write sessions): every batch is admitted,
+    /// so a late forwarded batch may land after a later one of its session. The driver
+    /// simulator must catch it.
+    #[doc(hidden)]
+    pub test_ignore_write_sessions: bool,
 }
 
 impl Default for DriverOptions {
@@ -79,6 +84,7 @@ impl Default for DriverOptions {
             shutdown_timeout: Duration::from_secs(2),
             forward_timeout: Duration::from_secs(10),
             test_forward_failure_refuses: false,
+            test_ignore_write_sessions: false,
         }
     }
 }

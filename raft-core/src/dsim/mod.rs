@@ -16,11 +16,13 @@
 //! serve a linearizable read and know the leader. Finally the history is checked against what
 //! the replicas really applied (the `verify` module).
 //!
-//! Storage keeps what it acknowledged, as the storage contract requires; `lying_fsync` breaks
+//! A crash drops every write still queued in the driver's log and election writers (`disk`);
+//! storage keeps what it acknowledged, as the storage contract requires; `lying_fsync` breaks
 //! that on purpose (a crash loses the last acknowledged records) to show the checks depend on
 //! it. Not simulated: clock drift (one virtual clock; the pure-core simulator varies drift).
 
 mod clients;
+mod disk;
 mod kv;
 mod verify;
 mod world;
@@ -57,6 +59,9 @@ pub struct DriverSimOptions {
     /// Negative control: a failed forward is reported as refused
     /// (`DriverOptions::test_forward_failure_refuses`).
     pub forward_failure_refuses: bool,
+    /// Negative control: write sessions are ignored
+    /// (`DriverOptions::test_ignore_write_sessions`).
+    pub ignore_write_sessions: bool,
     /// Negative control for the storage contract: a crash loses up to five records the log
     /// had acknowledged as durable (an fsync that lied).
     pub lying_fsync: bool,
@@ -76,6 +81,7 @@ impl DriverSimOptions {
             unsafe_reads: false,
             forward_failure_refuses: false,
             lying_fsync: false,
+            ignore_write_sessions: false,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! the run's PRNG delays or loses, partitions, stalls and crashes with restarts.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use crate::mem::{MemElectionStore, MemLog, MemSnapshots};
 use crate::sim::SimRng;
 use crate::types::ReplicaId;
 
+use super::disk::Disk;
 use super::kv::{lock, Kv, Ledger};
 use super::DriverSimOptions;
 
@@ -62,6 +63,8 @@ pub(super) struct Host {
     incarnation: u64,
     /// The running node and its state machine; `None` while crashed.
     pub(super) live: Option<(Node, Arc<Kv>)>,
+    /// The current incarnation's switch on its stores (see [`Disk`]).
+    alive: Arc<AtomicBool>,
 }
 
 /// Every host, behind one lock that is never held across an await.
@@ -106,6 +109,7 @@ impl World {
                 ledger: Arc::default(),
                 incarnation: 0,
                 live: None,
+                alive: Arc::new(AtomicBool::new(false)),
             })
             .collect();
         World {
@@ -159,10 +163,16 @@ impl World {
                 return;
             }
             h.incarnation += 1;
-            let kv = Arc::new(Kv::new(h.ledger.clone()));
-            let parts = Parts {
+            h.alive = Arc::new(AtomicBool::new(true));
+            let disk = Arc::new(Disk {
                 log: h.log.clone(),
                 election: h.election.clone(),
+                alive: h.alive.clone(),
+            });
+            let kv = Arc::new(Kv::new(h.ledger.clone()));
+            let parts = Parts {
+                log: disk.clone(),
+                election: disk,
                 transport: Arc::new(self.net.endpoint(h.id)),
                 state_machine: kv.clone(),
                 snapshots: h.snapshots.clone(),
@@ -182,6 +192,7 @@ impl World {
             shutdown_timeout: Duration::from_millis(500),
             forward_timeout: Duration::from_millis(self.opts.forward_timeout_ms),
             test_forward_failure_refuses: self.opts.forward_failure_refuses,
+            test_ignore_write_sessions: self.opts.ignore_write_sessions,
             ..DriverOptions::default()
         };
         match Node::start(cfg, parts, options).await {
@@ -190,11 +201,13 @@ impl World {
         }
     }
 
-    /// Crashes host `i`: its tasks stop at once, its state machine is gone, its stores stay
-    /// (with `lying_fsync`, minus the last few records they had acknowledged as durable).
+    /// Crashes host `i`: its tasks stop at once, its state machine is gone, its stores keep
+    /// what reached them and nothing after (with `lying_fsync`, they also lose the last few
+    /// records they had acknowledged as durable).
     pub(super) async fn crash(&self, i: usize) {
         let (live, log) = {
             let mut hosts = lock(&self.hosts);
+            hosts[i].alive.store(false, Ordering::SeqCst);
             (hosts[i].live.take(), hosts[i].log.clone())
         };
         if let Some((node, _)) = live {

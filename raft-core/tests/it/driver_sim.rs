@@ -42,7 +42,8 @@ fn a_seed_replays_identically() {
 /// Goal: the checks can fail. Reporting a forward that failed in flight as refused (the old
 /// behaviour) is caught as lies and double applies; followers serving reads without a
 /// confirmed offset is caught by the linearizability check; a log that loses records it
-/// acknowledged as durable is caught as disagreement. Each within the first seeds.
+/// acknowledged as durable is caught as disagreement; ignoring write sessions is caught as
+/// session order. Each within the first seeds.
 #[test]
 fn negative_controls_are_caught() {
     let caught = |opts: &dyn Fn(u64) -> DriverSimOptions, what: &str| {
@@ -77,5 +78,19 @@ fn negative_controls_are_caught() {
             "agreement"
         ),
         "lost acknowledged records are reported"
+    );
+    // Rarer: a forward must arrive after its caller gave up and after the next batch.
+    let reordered = (1..=50).any(|seed| {
+        run(&DriverSimOptions {
+            ignore_write_sessions: true,
+            ..DriverSimOptions::new(seed)
+        })
+        .violations
+        .iter()
+        .any(|v| v.contains("session order"))
+    });
+    assert!(
+        reordered,
+        "a late batch applied after a later one is reported"
     );
 }
