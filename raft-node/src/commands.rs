@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use crate::config::ReadMode;
-use crate::kv::{parse_i64, Command, SetCond};
+use crate::kv::{parse_i64, Command, ExpireCond, SetCond};
 use crate::resp::Reply;
 
 /// Per-connection state the commands read and change.
@@ -116,6 +116,8 @@ pub const COMMANDS: &[CommandSpec] = &[
     ("del", -2, &["write"], 1, -1, 1),
     ("echo", 2, &["fast"], 0, 0, 0),
     ("exists", -2, &["readonly", "fast"], 1, -1, 1),
+    ("expire", -3, &["write", "fast"], 1, 1, 1),
+    ("expireat", -3, &["write", "fast"], 1, 1, 1),
     ("get", 2, &["readonly", "fast"], 1, 1, 1),
     (
         "hello",
@@ -130,6 +132,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     ("info", -1, &["loading", "stale"], 0, 0, 0),
     ("mget", -2, &["readonly", "fast"], 1, -1, 1),
     ("mset", -3, &["write", "denyoom"], 1, -1, 2),
+    ("persist", 2, &["write", "fast"], 1, 1, 1),
+    ("pexpire", -3, &["write", "fast"], 1, 1, 1),
+    ("pexpireat", -3, &["write", "fast"], 1, 1, 1),
     ("ping", -1, &["fast", "stale"], 0, 0, 0),
     ("pttl", 2, &["readonly", "fast"], 1, 1, 1),
     ("quit", -1, &["fast", "no_auth"], 0, 0, 0),
@@ -266,6 +271,12 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
         "exists" => Plan::Read(ReadOp::Exists(a.to_vec())),
         "dbsize" => Plan::Read(ReadOp::DbSize),
         "set" => set(ctx, a),
+        "expire" | "pexpire" | "expireat" | "pexpireat" => expire(ctx, &name, a),
+        "persist" => Plan::Write(Command::Expire {
+            key: a[0].clone(),
+            at_ms: None,
+            cond: ExpireCond::Always,
+        }),
         "del" => Plan::Write(Command::Del { keys: a.to_vec() }),
         "incr" => incr(&a[0], 1),
         "decr" => incr(&a[0], -1),
@@ -524,6 +535,53 @@ fn set(ctx: &Context<'_>, a: &[Bytes]) -> Plan {
 
 /// The absolute expiry of an `EX`/`PX`/`EXAT`/`PXAT` option, stamped here on the proposing
 /// node so that every replica applies the same time.
+/// `EXPIRE key seconds [NX|XX|GT|LT]` and its millisecond and absolute-time forms. A time in
+/// the past deletes the key when applied; one beyond what a `u64` of milliseconds holds is
+/// refused, as Redis refuses it.
+fn expire(ctx: &Context<'_>, name: &str, a: &[Bytes]) -> Plan {
+    let Some(n) = parse_i64(&a[1]) else {
+        return Plan::Reply(not_integer());
+    };
+    let mut cond = ExpireCond::Always;
+    for opt in &a[2..] {
+        let next = match lower(&opt[..opt.len().min(8)]).as_str() {
+            "nx" => ExpireCond::IfNone,
+            "xx" => ExpireCond::IfSome,
+            "gt" => ExpireCond::IfLater,
+            "lt" => ExpireCond::IfEarlier,
+            _ => {
+                return Plan::Reply(Reply::err(format!(
+                    "Unsupported option {}",
+                    String::from_utf8_lossy(opt)
+                )))
+            }
+        };
+        if cond != ExpireCond::Always && cond != next {
+            return Plan::Reply(Reply::err(
+                "NX and XX, GT or LT options at the same time are not compatible",
+            ));
+        }
+        cond = next;
+    }
+    let n = i128::from(n);
+    let at = match name {
+        "expire" => i128::from(ctx.now_ms) + n * 1000,
+        "pexpire" => i128::from(ctx.now_ms) + n,
+        "expireat" => n * 1000,
+        _ => n,
+    };
+    let Ok(at_ms) = u64::try_from(at.max(0)) else {
+        return Plan::Reply(Reply::err(format!(
+            "invalid expire time in '{name}' command"
+        )));
+    };
+    Plan::Write(Command::Expire {
+        key: a[0].clone(),
+        at_ms: Some(at_ms),
+        cond,
+    })
+}
+
 fn expiry(opt: &str, n: i64, now_ms: u64) -> Option<u64> {
     if n <= 0 {
         return None;
@@ -599,6 +657,36 @@ mod tests {
             Reply::err("invalid expire time in 'set' command")
         );
         assert_eq!(reply(run(&mut c, None, "SET k v EX x")), not_integer());
+    }
+
+    #[test]
+    fn expire_family_becomes_an_absolute_expiry() {
+        let mut c = conn(true);
+        let mut at = |line: &str| match run(&mut c, None, line) {
+            Plan::Write(Command::Expire { at_ms, cond, .. }) => (at_ms, cond),
+            other => panic!("{line}: {other:?}"),
+        };
+        // `run` plans at now_ms = 1_000.
+        assert_eq!(at("EXPIRE k 10"), (Some(11_000), ExpireCond::Always));
+        assert_eq!(at("PEXPIRE k 10 gt"), (Some(1_010), ExpireCond::IfLater));
+        assert_eq!(at("EXPIREAT k 7 NX"), (Some(7_000), ExpireCond::IfNone));
+        assert_eq!(at("PEXPIREAT k 7 xx xx"), (Some(7), ExpireCond::IfSome));
+        assert_eq!(
+            at("EXPIRE k -5"),
+            (Some(0), ExpireCond::Always),
+            "in the past"
+        );
+        assert_eq!(at("PERSIST k"), (None, ExpireCond::Always));
+        assert_eq!(reply(run(&mut c, None, "EXPIRE k ten")), not_integer());
+        assert!(matches!(
+            reply(run(&mut c, None, "EXPIRE k 1 NX GT")),
+            Reply::Error(e) if e.contains("not compatible")
+        ));
+        assert!(matches!(
+            reply(run(&mut c, None, "EXPIRE k 1 SOON")),
+            Reply::Error(e) if e.contains("Unsupported option SOON")
+        ));
+        assert_eq!(reply(run(&mut c, None, "EXPIRE k")), wrong_args("expire"));
     }
 
     #[test]

@@ -109,6 +109,70 @@ fn lease_reads_see_the_latest_write_when_enabled() {
     }
 }
 
+/// Goal: EXPIRE and PERSIST through any node change the expiry on every replica alike, and a
+/// key whose expiry passes is gone everywhere. Method: three nodes; the key is set on the
+/// leader, given an expiry through a follower (each node then reports a TTL within the set
+/// one), persisted through the other follower (-1 everywhere), then given 200 ms (gone
+/// everywhere soon after); conditions and an expiry in the past behave as Redis's do.
+#[test]
+fn expire_and_persist_through_any_node_agree_on_every_replica() {
+    let cluster = Cluster::start(3, "");
+    let leader = cluster.wait_for_leader();
+    let followers: Vec<u32> = cluster.ids().into_iter().filter(|i| *i != leader).collect();
+    let mut clients: Vec<_> = cluster
+        .ids()
+        .into_iter()
+        .map(|id| cluster.client(id))
+        .collect();
+    let mut l = cluster.client(leader);
+    let mut f1 = cluster.client(followers[0]);
+    let mut f2 = cluster.client(followers[1]);
+    assert_eq!(l.cmd(&["SET", "k", "v"]), Value::ok());
+    assert_eq!(f1.cmd(&["EXPIRE", "k", "100"]), Value::Int(1));
+    for c in clients.iter_mut() {
+        assert!(
+            matches!(c.cmd(&["TTL", "k"]), Value::Int(t) if (95..=100).contains(&t)),
+            "the expiry reached every replica"
+        );
+    }
+    assert_eq!(
+        f1.cmd(&["EXPIRE", "k", "50", "GT"]),
+        Value::Int(0),
+        "not later"
+    );
+    assert_eq!(f1.cmd(&["EXPIRE", "k", "50", "LT"]), Value::Int(1));
+    assert_eq!(f2.cmd(&["PERSIST", "k"]), Value::Int(1));
+    assert_eq!(
+        f2.cmd(&["PERSIST", "k"]),
+        Value::Int(0),
+        "already persistent"
+    );
+    for c in clients.iter_mut() {
+        assert_eq!(c.cmd(&["TTL", "k"]), Value::Int(-1));
+        assert_eq!(
+            c.cmd(&["GET", "k"]),
+            Value::bulk("v"),
+            "the value is untouched"
+        );
+    }
+    assert_eq!(f2.cmd(&["EXPIRE", "nope", "10"]), Value::Int(0));
+    assert_eq!(f2.cmd(&["PEXPIRE", "k", "200"]), Value::Int(1));
+    for c in clients.iter_mut() {
+        harness::wait_until("the key expires on every replica", || {
+            c.cmd(&["EXISTS", "k"]) == Value::Int(0)
+        });
+    }
+    assert_eq!(l.cmd(&["SET", "gone", "v"]), Value::ok());
+    assert_eq!(
+        f1.cmd(&["EXPIREAT", "gone", "1"]),
+        Value::Int(1),
+        "a past time deletes"
+    );
+    for c in clients.iter_mut() {
+        assert_eq!(c.cmd(&["GET", "gone"]), Value::Nil);
+    }
+}
+
 /// Goal: acknowledged writes survive a crash of every node. Method: on fjall (the other tests
 /// use the default engine), write, SIGKILL all three, start them again on the same
 /// directories, read everything back and keep counting.

@@ -5,7 +5,7 @@
 //!
 //! A data record's payload is `version (u8) | timestamp_ms (varint) | opcode (u8) | fields`,
 //! where byte strings are a varint length and the bytes, and integers are zig-zag varints.
-//! [`CMD_VERSION`] is the only version; an unknown version stops the replica (the state machine
+//! [`command::CMD_VERSION`] is the only version; an unknown version stops the replica (the state machine
 //! error stops the driver) instead of letting it diverge from replicas that understand it.
 //!
 //! # Expiry is deterministic
@@ -24,6 +24,8 @@
 //! The response of each record is its RESP2 reply, already encoded, which the server sends as
 //! is.
 
+mod command;
+
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
@@ -32,302 +34,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use raft_core::io::{StateMachine, StateMachineError};
 use raft_core::{Offset, Record, RecordKind};
 
+pub use self::command::{decode, encode, Command, ExpireCond, SetCond};
+use self::command::{put_bytes, put_varint, Reader};
 use crate::resp::Reply;
-
-/// The version byte of every command record.
-pub const CMD_VERSION: u8 = 1;
-
-/// Which existing-key condition a SET carries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SetCond {
-    /// Always set.
-    Always,
-    /// Only if the key does not exist (`NX`).
-    IfAbsent,
-    /// Only if the key exists (`XX`).
-    IfPresent,
-}
-
-/// A write, as proposed and replicated.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Command {
-    /// `SET key value [NX|XX] [GET] [EX|PX|EXAT|PXAT|KEEPTTL]`.
-    Set {
-        /// The key.
-        key: Bytes,
-        /// The new value.
-        value: Bytes,
-        /// NX / XX.
-        cond: SetCond,
-        /// Reply with the old value.
-        get: bool,
-        /// Absolute expiry in milliseconds since the Unix epoch.
-        expire_at_ms: Option<u64>,
-        /// Keep the key's current expiry.
-        keep_ttl: bool,
-    },
-    /// `DEL key...`.
-    Del {
-        /// The keys.
-        keys: Vec<Bytes>,
-    },
-    /// `INCR`, `INCRBY`, `DECR`, `DECRBY`.
-    IncrBy {
-        /// The key.
-        key: Bytes,
-        /// The amount added.
-        delta: i64,
-    },
-    /// `MSET key value...`.
-    MSet {
-        /// The pairs, in order.
-        pairs: Vec<(Bytes, Bytes)>,
-    },
-    /// `APPEND key value`.
-    Append {
-        /// The key.
-        key: Bytes,
-        /// The suffix.
-        value: Bytes,
-    },
-    /// `CAS key expected new`: set `new` if the current value equals `expected`.
-    Cas {
-        /// The key.
-        key: Bytes,
-        /// The value the key must hold.
-        expected: Bytes,
-        /// The value it gets.
-        new: Bytes,
-    },
-}
-
-const OP_SET: u8 = 1;
-const OP_DEL: u8 = 2;
-const OP_INCRBY: u8 = 3;
-const OP_MSET: u8 = 4;
-const OP_APPEND: u8 = 5;
-const OP_CAS: u8 = 6;
-
-const SET_NX: u8 = 1;
-const SET_XX: u8 = 2;
-const SET_GET: u8 = 4;
-const SET_EXPIRE: u8 = 8;
-const SET_KEEPTTL: u8 = 16;
-
-/// Encodes `cmd` stamped with the proposer's time `now_ms`.
-pub fn encode(now_ms: u64, cmd: &Command) -> Bytes {
-    let mut out = BytesMut::with_capacity(32);
-    out.put_u8(CMD_VERSION);
-    put_varint(&mut out, now_ms);
-    match cmd {
-        Command::Set {
-            key,
-            value,
-            cond,
-            get,
-            expire_at_ms,
-            keep_ttl,
-        } => {
-            out.put_u8(OP_SET);
-            let mut flags = match cond {
-                SetCond::Always => 0,
-                SetCond::IfAbsent => SET_NX,
-                SetCond::IfPresent => SET_XX,
-            };
-            if *get {
-                flags |= SET_GET;
-            }
-            if expire_at_ms.is_some() {
-                flags |= SET_EXPIRE;
-            }
-            if *keep_ttl {
-                flags |= SET_KEEPTTL;
-            }
-            out.put_u8(flags);
-            put_bytes(&mut out, key);
-            put_bytes(&mut out, value);
-            if let Some(at) = expire_at_ms {
-                put_varint(&mut out, *at);
-            }
-        }
-        Command::Del { keys } => {
-            out.put_u8(OP_DEL);
-            put_varint(&mut out, keys.len() as u64);
-            for k in keys {
-                put_bytes(&mut out, k);
-            }
-        }
-        Command::IncrBy { key, delta } => {
-            out.put_u8(OP_INCRBY);
-            put_bytes(&mut out, key);
-            put_varint(&mut out, zigzag(*delta));
-        }
-        Command::MSet { pairs } => {
-            out.put_u8(OP_MSET);
-            put_varint(&mut out, pairs.len() as u64);
-            for (k, v) in pairs {
-                put_bytes(&mut out, k);
-                put_bytes(&mut out, v);
-            }
-        }
-        Command::Append { key, value } => {
-            out.put_u8(OP_APPEND);
-            put_bytes(&mut out, key);
-            put_bytes(&mut out, value);
-        }
-        Command::Cas { key, expected, new } => {
-            out.put_u8(OP_CAS);
-            put_bytes(&mut out, key);
-            put_bytes(&mut out, expected);
-            put_bytes(&mut out, new);
-        }
-    }
-    out.freeze()
-}
-
-/// Why a payload is not a command.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DecodeError(pub String);
-
-/// Decodes a payload written by [`encode`]: `(timestamp_ms, command)`.
-pub fn decode(payload: &Bytes) -> Result<(u64, Command), DecodeError> {
-    let mut r = Reader {
-        buf: payload,
-        pos: 0,
-    };
-    let version = r.u8()?;
-    if version != CMD_VERSION {
-        return Err(DecodeError(format!(
-            "command version {version} is not supported (this build reads {CMD_VERSION})"
-        )));
-    }
-    let ts = r.varint()?;
-    let cmd = match r.u8()? {
-        OP_SET => {
-            let flags = r.u8()?;
-            let key = r.bytes()?;
-            let value = r.bytes()?;
-            let expire_at_ms = if flags & SET_EXPIRE != 0 {
-                Some(r.varint()?)
-            } else {
-                None
-            };
-            let cond = match flags & (SET_NX | SET_XX) {
-                0 => SetCond::Always,
-                SET_NX => SetCond::IfAbsent,
-                SET_XX => SetCond::IfPresent,
-                _ => return Err(DecodeError("SET with both NX and XX".into())),
-            };
-            Command::Set {
-                key,
-                value,
-                cond,
-                get: flags & SET_GET != 0,
-                expire_at_ms,
-                keep_ttl: flags & SET_KEEPTTL != 0,
-            }
-        }
-        OP_DEL => {
-            let n = r.count()?;
-            let keys = (0..n).map(|_| r.bytes()).collect::<Result<_, _>>()?;
-            Command::Del { keys }
-        }
-        OP_INCRBY => Command::IncrBy {
-            key: r.bytes()?,
-            delta: unzigzag(r.varint()?),
-        },
-        OP_MSET => {
-            let n = r.count()?;
-            let pairs = (0..n)
-                .map(|_| Ok((r.bytes()?, r.bytes()?)))
-                .collect::<Result<_, DecodeError>>()?;
-            Command::MSet { pairs }
-        }
-        OP_APPEND => Command::Append {
-            key: r.bytes()?,
-            value: r.bytes()?,
-        },
-        OP_CAS => Command::Cas {
-            key: r.bytes()?,
-            expected: r.bytes()?,
-            new: r.bytes()?,
-        },
-        op => return Err(DecodeError(format!("unknown opcode {op}"))),
-    };
-    if r.pos != payload.len() {
-        return Err(DecodeError("trailing bytes after the command".into()));
-    }
-    Ok((ts, cmd))
-}
-
-fn put_varint(out: &mut BytesMut, mut v: u64) {
-    while v >= 0x80 {
-        out.put_u8((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.put_u8(v as u8);
-}
-
-fn put_bytes(out: &mut BytesMut, b: &[u8]) {
-    put_varint(out, b.len() as u64);
-    out.put_slice(b);
-}
-
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-fn unzigzag(v: u64) -> i64 {
-    ((v >> 1) as i64) ^ -((v & 1) as i64)
-}
-
-struct Reader<'a> {
-    buf: &'a Bytes,
-    pos: usize,
-}
-
-impl Reader<'_> {
-    fn u8(&mut self) -> Result<u8, DecodeError> {
-        let b = *self
-            .buf
-            .get(self.pos)
-            .ok_or_else(|| DecodeError("truncated command".into()))?;
-        self.pos += 1;
-        Ok(b)
-    }
-
-    fn varint(&mut self) -> Result<u64, DecodeError> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.u8()?;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(DecodeError("varint longer than 10 bytes".into()))
-    }
-
-    /// A count of items that each take at least one byte: bounded by what is left.
-    fn count(&mut self) -> Result<usize, DecodeError> {
-        let n = self.varint()?;
-        if n > (self.buf.len() - self.pos) as u64 {
-            return Err(DecodeError("item count larger than the payload".into()));
-        }
-        Ok(n as usize)
-    }
-
-    fn bytes(&mut self) -> Result<Bytes, DecodeError> {
-        let len = self.varint()?;
-        let left = (self.buf.len() - self.pos) as u64;
-        if len > left {
-            return Err(DecodeError("byte string longer than the payload".into()));
-        }
-        let start = self.pos;
-        self.pos += len as usize;
-        Ok(self.buf.slice(start..self.pos))
-    }
-}
 
 #[derive(Clone, Debug)]
 struct Entry {
@@ -526,6 +235,34 @@ impl Store {
                 self.put(key, joined.freeze(), expiry);
                 Reply::Int(len)
             }
+            Command::Expire { key, at_ms, cond } => {
+                let Some(current) = self.map.get(&key).map(|e| e.expire_at_ms) else {
+                    return Reply::Int(0);
+                };
+                let Some(at) = at_ms else {
+                    // PERSIST: 1 if there was an expiry to remove.
+                    let Some(_) = current else {
+                        return Reply::Int(0);
+                    };
+                    let entry = self.remove(&key).expect("the key is present");
+                    self.put(key, entry.value, None);
+                    return Reply::Int(1);
+                };
+                let allowed = match (cond, current) {
+                    (ExpireCond::Always, _) => true,
+                    (ExpireCond::IfNone, c) => c.is_none(),
+                    (ExpireCond::IfSome, c) => c.is_some(),
+                    (ExpireCond::IfLater, c) => c.is_some_and(|c| at > c),
+                    (ExpireCond::IfEarlier, c) => c.is_none_or(|c| at < c),
+                };
+                if !allowed {
+                    return Reply::Int(0);
+                }
+                // A time already past by the replicated clock deletes the key (as Redis does).
+                let entry = self.remove(&key).expect("the key is present");
+                self.put(key, entry.value, Some(at));
+                Reply::Int(1)
+            }
             Command::Cas { key, expected, new } => match self.map.get(&key) {
                 Some(e) if e.value == expected => {
                     let expiry = e.expire_at_ms;
@@ -660,6 +397,7 @@ const SNAPSHOT_VERSION: u8 = 1;
 
 #[cfg(test)]
 mod tests {
+    use super::command::CMD_VERSION;
     use super::*;
     use raft_core::Epoch;
 
@@ -695,6 +433,16 @@ mod tests {
                 key: b("a"),
                 expected: b("1xyz"),
                 new: b("2"),
+            },
+            Command::Expire {
+                key: b("a"),
+                at_ms: Some(99_000),
+                cond: ExpireCond::IfLater,
+            },
+            Command::Expire {
+                key: b("a"),
+                at_ms: None,
+                cond: ExpireCond::Always,
             },
         ]
     }
@@ -766,6 +514,78 @@ mod tests {
         assert_eq!(&apply(&kv, 1, 1_000, incr)[..], b":1\r\n");
         assert_eq!(kv.get(b"k", 0), None);
         assert_eq!(kv.dbsize(0), 1);
+    }
+
+    /// EXPIRE and PERSIST change only the expiry, follow their conditions (a key without an
+    /// expiry counts as never expiring), and a time already past deletes the key.
+    #[test]
+    fn expire_persist_and_their_conditions() {
+        let kv = Kv::new();
+        let mut at = 0;
+        let mut run = |ts: u64, cmd: Command| {
+            at += 1;
+            String::from_utf8(apply(&kv, at, ts, cmd).to_vec()).unwrap()
+        };
+        let set = |k: &str| Command::MSet {
+            pairs: vec![(b(k), b("v"))],
+        };
+        let expire = |k: &str, at_ms: Option<u64>, cond| Command::Expire {
+            key: b(k),
+            at_ms,
+            cond,
+        };
+        assert_eq!(
+            run(100, expire("k", Some(5_000), ExpireCond::Always)),
+            ":0\r\n",
+            "no key"
+        );
+        run(100, set("k"));
+        assert_eq!(
+            run(100, expire("k", Some(9_000), ExpireCond::IfLater)),
+            ":0\r\n",
+            "GT on no expiry"
+        );
+        assert_eq!(
+            run(100, expire("k", Some(9_000), ExpireCond::IfSome)),
+            ":0\r\n"
+        );
+        assert_eq!(
+            run(100, expire("k", Some(9_000), ExpireCond::IfEarlier)),
+            ":1\r\n",
+            "LT on no expiry"
+        );
+        assert_eq!(kv.pttl(b"k", 1_000), 8_000);
+        assert_eq!(
+            run(100, expire("k", Some(5_000), ExpireCond::IfNone)),
+            ":0\r\n"
+        );
+        assert_eq!(
+            run(100, expire("k", Some(5_000), ExpireCond::IfLater)),
+            ":0\r\n"
+        );
+        assert_eq!(
+            run(100, expire("k", Some(20_000), ExpireCond::IfLater)),
+            ":1\r\n"
+        );
+        assert_eq!(kv.get(b"k", 1_000), Some(b("v")), "the value is untouched");
+        assert_eq!(
+            run(100, expire("k", None, ExpireCond::Always)),
+            ":1\r\n",
+            "PERSIST"
+        );
+        assert_eq!(kv.pttl(b"k", 1_000), -1);
+        assert_eq!(
+            run(100, expire("k", None, ExpireCond::Always)),
+            ":0\r\n",
+            "nothing to remove"
+        );
+        // Past by the replicated clock: deleted at once, on every replica alike.
+        assert_eq!(
+            run(30_000, expire("k", Some(29_000), ExpireCond::Always)),
+            ":1\r\n"
+        );
+        assert_eq!(kv.get(b"k", 0), None);
+        assert_eq!(kv.dbsize(0), 0);
     }
 
     #[test]

@@ -1,0 +1,361 @@
+//! The write commands as log records: [`Command`], its encoding ([`encode`]) and decoding
+//! ([`decode`]); the format is described in the parent module.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// The version byte of every command record.
+pub const CMD_VERSION: u8 = 1;
+
+/// Which existing-key condition a SET carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetCond {
+    /// Always set.
+    Always,
+    /// Only if the key does not exist (`NX`).
+    IfAbsent,
+    /// Only if the key exists (`XX`).
+    IfPresent,
+}
+
+/// Which condition an `EXPIRE` carries (Redis 7's `NX`, `XX`, `GT`, `LT`). A key without an
+/// expiry counts as expiring never: `GT` never sets one on it, `LT` always does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpireCond {
+    /// Always set.
+    Always,
+    /// Only if the key has no expiry (`NX`).
+    IfNone,
+    /// Only if the key has an expiry (`XX`).
+    IfSome,
+    /// Only if the new expiry is later than the current one (`GT`).
+    IfLater,
+    /// Only if the new expiry is earlier than the current one (`LT`).
+    IfEarlier,
+}
+
+/// A write, as proposed and replicated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `SET key value [NX|XX] [GET] [EX|PX|EXAT|PXAT|KEEPTTL]`.
+    Set {
+        /// The key.
+        key: Bytes,
+        /// The new value.
+        value: Bytes,
+        /// NX / XX.
+        cond: SetCond,
+        /// Reply with the old value.
+        get: bool,
+        /// Absolute expiry in milliseconds since the Unix epoch.
+        expire_at_ms: Option<u64>,
+        /// Keep the key's current expiry.
+        keep_ttl: bool,
+    },
+    /// `DEL key...`.
+    Del {
+        /// The keys.
+        keys: Vec<Bytes>,
+    },
+    /// `INCR`, `INCRBY`, `DECR`, `DECRBY`.
+    IncrBy {
+        /// The key.
+        key: Bytes,
+        /// The amount added.
+        delta: i64,
+    },
+    /// `MSET key value...`.
+    MSet {
+        /// The pairs, in order.
+        pairs: Vec<(Bytes, Bytes)>,
+    },
+    /// `APPEND key value`.
+    Append {
+        /// The key.
+        key: Bytes,
+        /// The suffix.
+        value: Bytes,
+    },
+    /// `CAS key expected new`: set `new` if the current value equals `expected`.
+    Cas {
+        /// The key.
+        key: Bytes,
+        /// The value the key must hold.
+        expected: Bytes,
+        /// The value it gets.
+        new: Bytes,
+    },
+    /// `EXPIRE`, `PEXPIRE`, `EXPIREAT`, `PEXPIREAT` (an absolute time) and `PERSIST` (none).
+    Expire {
+        /// The key.
+        key: Bytes,
+        /// Absolute expiry in milliseconds since the Unix epoch; `None` removes it.
+        at_ms: Option<u64>,
+        /// NX / XX / GT / LT.
+        cond: ExpireCond,
+    },
+}
+
+const OP_SET: u8 = 1;
+const OP_DEL: u8 = 2;
+const OP_INCRBY: u8 = 3;
+const OP_MSET: u8 = 4;
+const OP_APPEND: u8 = 5;
+const OP_CAS: u8 = 6;
+const OP_EXPIRE: u8 = 7;
+
+const SET_NX: u8 = 1;
+const SET_XX: u8 = 2;
+const SET_GET: u8 = 4;
+const SET_EXPIRE: u8 = 8;
+const SET_KEEPTTL: u8 = 16;
+
+/// Encodes `cmd` stamped with the proposer's time `now_ms`.
+pub fn encode(now_ms: u64, cmd: &Command) -> Bytes {
+    let mut out = BytesMut::with_capacity(32);
+    out.put_u8(CMD_VERSION);
+    put_varint(&mut out, now_ms);
+    match cmd {
+        Command::Set {
+            key,
+            value,
+            cond,
+            get,
+            expire_at_ms,
+            keep_ttl,
+        } => {
+            out.put_u8(OP_SET);
+            let mut flags = match cond {
+                SetCond::Always => 0,
+                SetCond::IfAbsent => SET_NX,
+                SetCond::IfPresent => SET_XX,
+            };
+            if *get {
+                flags |= SET_GET;
+            }
+            if expire_at_ms.is_some() {
+                flags |= SET_EXPIRE;
+            }
+            if *keep_ttl {
+                flags |= SET_KEEPTTL;
+            }
+            out.put_u8(flags);
+            put_bytes(&mut out, key);
+            put_bytes(&mut out, value);
+            if let Some(at) = expire_at_ms {
+                put_varint(&mut out, *at);
+            }
+        }
+        Command::Del { keys } => {
+            out.put_u8(OP_DEL);
+            put_varint(&mut out, keys.len() as u64);
+            for k in keys {
+                put_bytes(&mut out, k);
+            }
+        }
+        Command::IncrBy { key, delta } => {
+            out.put_u8(OP_INCRBY);
+            put_bytes(&mut out, key);
+            put_varint(&mut out, zigzag(*delta));
+        }
+        Command::MSet { pairs } => {
+            out.put_u8(OP_MSET);
+            put_varint(&mut out, pairs.len() as u64);
+            for (k, v) in pairs {
+                put_bytes(&mut out, k);
+                put_bytes(&mut out, v);
+            }
+        }
+        Command::Append { key, value } => {
+            out.put_u8(OP_APPEND);
+            put_bytes(&mut out, key);
+            put_bytes(&mut out, value);
+        }
+        Command::Cas { key, expected, new } => {
+            out.put_u8(OP_CAS);
+            put_bytes(&mut out, key);
+            put_bytes(&mut out, expected);
+            put_bytes(&mut out, new);
+        }
+        Command::Expire { key, at_ms, cond } => {
+            out.put_u8(OP_EXPIRE);
+            let cond = match cond {
+                ExpireCond::Always => 0,
+                ExpireCond::IfNone => 1,
+                ExpireCond::IfSome => 2,
+                ExpireCond::IfLater => 3,
+                ExpireCond::IfEarlier => 4,
+            };
+            out.put_u8(cond | if at_ms.is_some() { 8 } else { 0 });
+            put_bytes(&mut out, key);
+            if let Some(at) = at_ms {
+                put_varint(&mut out, *at);
+            }
+        }
+    }
+    out.freeze()
+}
+
+/// Why a payload is not a command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecodeError(pub String);
+
+/// Decodes a payload written by [`encode`]: `(timestamp_ms, command)`.
+pub fn decode(payload: &Bytes) -> Result<(u64, Command), DecodeError> {
+    let mut r = Reader {
+        buf: payload,
+        pos: 0,
+    };
+    let version = r.u8()?;
+    if version != CMD_VERSION {
+        return Err(DecodeError(format!(
+            "command version {version} is not supported (this build reads {CMD_VERSION})"
+        )));
+    }
+    let ts = r.varint()?;
+    let cmd = match r.u8()? {
+        OP_SET => {
+            let flags = r.u8()?;
+            let key = r.bytes()?;
+            let value = r.bytes()?;
+            let expire_at_ms = if flags & SET_EXPIRE != 0 {
+                Some(r.varint()?)
+            } else {
+                None
+            };
+            let cond = match flags & (SET_NX | SET_XX) {
+                0 => SetCond::Always,
+                SET_NX => SetCond::IfAbsent,
+                SET_XX => SetCond::IfPresent,
+                _ => return Err(DecodeError("SET with both NX and XX".into())),
+            };
+            Command::Set {
+                key,
+                value,
+                cond,
+                get: flags & SET_GET != 0,
+                expire_at_ms,
+                keep_ttl: flags & SET_KEEPTTL != 0,
+            }
+        }
+        OP_DEL => {
+            let n = r.count()?;
+            let keys = (0..n).map(|_| r.bytes()).collect::<Result<_, _>>()?;
+            Command::Del { keys }
+        }
+        OP_INCRBY => Command::IncrBy {
+            key: r.bytes()?,
+            delta: unzigzag(r.varint()?),
+        },
+        OP_MSET => {
+            let n = r.count()?;
+            let pairs = (0..n)
+                .map(|_| Ok((r.bytes()?, r.bytes()?)))
+                .collect::<Result<_, DecodeError>>()?;
+            Command::MSet { pairs }
+        }
+        OP_APPEND => Command::Append {
+            key: r.bytes()?,
+            value: r.bytes()?,
+        },
+        OP_CAS => Command::Cas {
+            key: r.bytes()?,
+            expected: r.bytes()?,
+            new: r.bytes()?,
+        },
+        OP_EXPIRE => {
+            let flags = r.u8()?;
+            let cond = match flags & 7 {
+                0 => ExpireCond::Always,
+                1 => ExpireCond::IfNone,
+                2 => ExpireCond::IfSome,
+                3 => ExpireCond::IfLater,
+                4 => ExpireCond::IfEarlier,
+                c => return Err(DecodeError(format!("unknown EXPIRE condition {c}"))),
+            };
+            if flags & !15 != 0 {
+                return Err(DecodeError(format!("unknown EXPIRE flags {flags:#x}")));
+            }
+            let key = r.bytes()?;
+            let at_ms = if flags & 8 != 0 {
+                Some(r.varint()?)
+            } else {
+                None
+            };
+            Command::Expire { key, at_ms, cond }
+        }
+        op => return Err(DecodeError(format!("unknown opcode {op}"))),
+    };
+    if r.pos != payload.len() {
+        return Err(DecodeError("trailing bytes after the command".into()));
+    }
+    Ok((ts, cmd))
+}
+
+pub(super) fn put_varint(out: &mut BytesMut, mut v: u64) {
+    while v >= 0x80 {
+        out.put_u8((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.put_u8(v as u8);
+}
+
+pub(super) fn put_bytes(out: &mut BytesMut, b: &[u8]) {
+    put_varint(out, b.len() as u64);
+    out.put_slice(b);
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+pub(super) struct Reader<'a> {
+    pub(super) buf: &'a Bytes,
+    pub(super) pos: usize,
+}
+
+impl Reader<'_> {
+    pub(super) fn u8(&mut self) -> Result<u8, DecodeError> {
+        let b = *self
+            .buf
+            .get(self.pos)
+            .ok_or_else(|| DecodeError("truncated command".into()))?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    pub(super) fn varint(&mut self) -> Result<u64, DecodeError> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8()?;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(DecodeError("varint longer than 10 bytes".into()))
+    }
+
+    /// A count of items that each take at least one byte: bounded by what is left.
+    pub(super) fn count(&mut self) -> Result<usize, DecodeError> {
+        let n = self.varint()?;
+        if n > (self.buf.len() - self.pos) as u64 {
+            return Err(DecodeError("item count larger than the payload".into()));
+        }
+        Ok(n as usize)
+    }
+
+    pub(super) fn bytes(&mut self) -> Result<Bytes, DecodeError> {
+        let len = self.varint()?;
+        let left = (self.buf.len() - self.pos) as u64;
+        if len > left {
+            return Err(DecodeError("byte string longer than the payload".into()));
+        }
+        let start = self.pos;
+        self.pos += len as usize;
+        Ok(self.buf.slice(start..self.pos))
+    }
+}
