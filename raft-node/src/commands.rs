@@ -50,6 +50,8 @@ pub enum AdminOp {
     RaftDescribe,
     /// `RAFT TRANSFER <replica id>`: hand leadership to that voter (on the leader).
     RaftTransfer(u32),
+    /// `ROLE`, as Redis answers it: the leader is the master, every other replica a slave.
+    Role,
 }
 
 /// What to do with one request.
@@ -140,6 +142,14 @@ pub const COMMANDS: &[CommandSpec] = &[
     ("quit", -1, &["fast", "no_auth"], 0, 0, 0),
     ("raft", -2, &["admin", "stale"], 0, 0, 0),
     ("readmode", -1, &["fast", "stale"], 0, 0, 0),
+    (
+        "role",
+        1,
+        &["noscript", "loading", "stale", "fast"],
+        0,
+        0,
+        0,
+    ),
     ("select", 2, &["loading", "stale", "fast"], 0, 0, 0),
     ("set", -3, &["write", "denyoom"], 1, 1, 1),
     ("strlen", 2, &["readonly", "fast"], 1, 1, 1),
@@ -249,6 +259,7 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
         "config" => Plan::Reply(config(a)),
         "command" => Plan::Reply(command(a)),
         "info" => Plan::Admin(AdminOp::Info(a.iter().map(|s| lower(s)).collect())),
+        "role" => Plan::Admin(AdminOp::Role),
         "raft" => match lower(&a[0]).as_str() {
             "status" if a.len() == 1 => Plan::Admin(AdminOp::RaftStatus),
             "describe" if a.len() == 1 => Plan::Admin(AdminOp::RaftDescribe),

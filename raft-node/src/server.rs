@@ -539,6 +539,7 @@ impl Server {
             AdminOp::Info(sections) => Reply::bulk(self.info(conn, &st, &sections)),
             AdminOp::RaftStatus => Reply::bulk(self.raft_status(&st)),
             AdminOp::RaftDescribe => Reply::bulk(self.raft_describe(&st)),
+            AdminOp::Role => self.role(&st),
             AdminOp::RaftTransfer(_) => unreachable!("answered above"),
         }
     }
@@ -581,6 +582,61 @@ impl Server {
         s
     }
 
+    /// A replica's client address as Redis tools want it: host and port apart.
+    fn host_port(&self, id: ReplicaId) -> (String, u16) {
+        let addr = self.cfg.client_addr_of(id).unwrap_or_default();
+        match addr.rsplit_once(':') {
+            Some((host, port)) => (host.to_string(), port.parse().unwrap_or(0)),
+            None => (addr, 0),
+        }
+    }
+
+    /// Whether this replica heard from its leader within a fetch timeout.
+    fn leader_link_up(&self, st: &Status) -> bool {
+        st.leader.is_some()
+            && st
+                .since_leader_contact
+                .is_some_and(|d| d < self.cfg.timers.fetch_timeout)
+    }
+
+    /// `ROLE`: `master`, its offset and its replicas, or `slave` with its master and offset.
+    fn role(&self, st: &Status) -> Reply {
+        let offset = |o: raft_core::Offset| Reply::Int(o.0 as i64);
+        if st.role == Role::Leader {
+            let replicas = st
+                .voters
+                .iter()
+                .filter(|p| p.replica != st.id)
+                .map(|p| {
+                    let (host, port) = self.host_port(p.replica);
+                    Reply::Array(vec![
+                        Reply::bulk(host),
+                        Reply::bulk(port.to_string()),
+                        Reply::bulk(p.end_offset.map_or(0, |o| o.0).to_string()),
+                    ])
+                })
+                .collect();
+            return Reply::Array(vec![
+                Reply::bulk("master"),
+                offset(st.high_watermark),
+                Reply::Array(replicas),
+            ]);
+        }
+        let (host, port) = st.leader.map_or((String::new(), 0), |l| self.host_port(l));
+        let link = if self.leader_link_up(st) {
+            "connected"
+        } else {
+            "connect"
+        };
+        Reply::Array(vec![
+            Reply::bulk("slave"),
+            Reply::bulk(host),
+            Reply::Int(i64::from(port)),
+            Reply::bulk(link),
+            offset(self.kv.applied()),
+        ])
+    }
+
     fn replication_section(&self, conn: &Conn, st: &Status) -> String {
         let applied = self.kv.applied();
         let leader = st.leader.map_or(String::new(), |l| l.0.to_string());
@@ -588,8 +644,22 @@ impl Server {
             .leader
             .and_then(|l| self.cfg.client_addr_of(l))
             .unwrap_or_default();
+        // Redis's names first, for tools that key on them; the Raft role beside them.
+        let redis_role = if st.role == Role::Leader {
+            "role:master\r\n".to_string()
+        } else {
+            let (host, port) = st.leader.map_or((String::new(), 0), |l| self.host_port(l));
+            let link = if self.leader_link_up(st) {
+                "up"
+            } else {
+                "down"
+            };
+            format!(
+                "role:slave\r\nmaster_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:{link}\r\n"
+            )
+        };
         format!(
-            "# Replication\r\nrole:{}\r\nreplica_id:{}\r\nepoch:{}\r\nleader:{leader}\r\n\
+            "# Replication\r\n{redis_role}raft_role:{}\r\nreplica_id:{}\r\nepoch:{}\r\nleader:{leader}\r\n\
              leader_addr:{leader_addr}\r\nhigh_watermark:{}\r\napplied_offset:{}\r\n\
              log_end_offset:{}\r\ndurable_end_offset:{}\r\nlag:{}\r\nvoters:{}\r\n\
              observers:{}\r\nread_mode:{}\r\n\r\n",

@@ -311,7 +311,13 @@ fn follower_writes_and_linearizable_follower_reads_through_a_redis_client() {
         .arg("replication")
         .query(&mut conns.iter_mut().find(|(id, _)| *id != leader).unwrap().1)
         .unwrap();
-    assert!(info.contains("role:follower"), "{info}");
+    assert!(info.contains("role:slave"), "{info}");
+    assert!(info.contains("raft_role:follower"), "{info}");
+    assert!(info.contains("master_link_status:up"), "{info}");
+    assert!(
+        info.contains(&format!("master_port:{}", cluster.port(leader))),
+        "{info}"
+    );
     assert!(info.contains("read_mode:linearizable"), "{info}");
 }
 

@@ -48,7 +48,11 @@ fn kv_commands_on_the_leader_and_through_a_follower() {
         .is_error("ERR invalid expire time"));
     assert!(c.cmd(&["GET"]).is_error("ERR wrong number of arguments"));
     let info = c.cmd(&["INFO", "replication"]).text();
-    assert!(info.contains("role:leader"), "{info}");
+    assert!(info.contains("role:master\r\nraft_role:leader"), "{info}");
+    assert!(
+        matches!(c.cmd(&["ROLE"]), Value::Array(r) if r[0] == Value::bulk("master")),
+        "ROLE on the leader"
+    );
     assert!(info.contains("read_mode:linearizable"), "{info}");
     assert_eq!(c.cmd(&["READMODE", "sequential"]), Value::ok());
     assert!(c.cmd(&["INFO"]).text().contains("read_mode:sequential"));
@@ -60,6 +64,15 @@ fn kv_commands_on_the_leader_and_through_a_follower() {
 
     let follower = cluster.ids().into_iter().find(|i| *i != leader).unwrap();
     let mut f = cluster.client(follower);
+    // ROLE as Redis answers it: a slave naming its master's client address.
+    match f.cmd(&["ROLE"]) {
+        Value::Array(r) => {
+            assert_eq!(r[0], Value::bulk("slave"));
+            assert_eq!(r[1], Value::bulk("127.0.0.1"));
+            assert_eq!(r[2], Value::Int(i64::from(cluster.port(leader))));
+        }
+        other => panic!("ROLE on a follower: {other:?}"),
+    }
     // A write sent to a follower is forwarded to the leader and acknowledged once committed;
     // a linearizable read on the follower (the default mode) then sees it at once, and so does
     // the leader.

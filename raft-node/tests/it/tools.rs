@@ -83,7 +83,7 @@ fn redis_cli_and_redis_benchmark_work_against_the_dev_cluster() {
     assert_eq!(cli(leader, &["GET", "tool-key"]), "tool-value");
     let follower = (base + 1..=base + 3).find(|p| *p != leader).unwrap();
     assert_eq!(cli(follower, &["GET", "tool-key"]), "tool-value");
-    assert!(cli(leader, &["INFO", "replication"]).contains("role:leader"));
+    assert!(cli(leader, &["INFO", "replication"]).contains("role:master"));
     let started = Instant::now();
     let out = run(Command::new(&bench).args([
         "-h",
