@@ -52,6 +52,8 @@ pub enum AdminOp {
     RaftTransfer(u32),
     /// `ROLE`, as Redis answers it: the leader is the master, every other replica a slave.
     Role,
+    /// `HELLO`'s reply, all but the role, which needs the node's status.
+    Hello(Vec<Reply>),
 }
 
 /// What to do with one request.
@@ -249,7 +251,10 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
         "echo" => Plan::Reply(Reply::Bulk(a[0].clone())),
         "quit" => Plan::Close(Reply::ok()),
         "auth" => Plan::Reply(auth(conn, ctx, a)),
-        "hello" => Plan::Reply(hello(conn, ctx, a)),
+        "hello" => match hello(conn, ctx, a) {
+            Reply::Array(fields) => Plan::Admin(AdminOp::Hello(fields)),
+            other => Plan::Reply(other),
+        },
         "select" => Plan::Reply(match &a[0][..] {
             b"0" => Reply::ok(),
             _ => Reply::err("DB index is out of range"),
@@ -397,7 +402,6 @@ fn hello(conn: &mut Conn, ctx: &Context<'_>, a: &[Bytes]) -> Reply {
             kv("proto", Reply::Int(2)),
             kv("id", Reply::Int(conn.id as i64)),
             kv("mode", Reply::bulk("standalone")),
-            kv("role", Reply::bulk("master")),
             kv("modules", Reply::Array(Vec::new())),
         ]
         .into_iter()

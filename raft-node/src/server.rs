@@ -540,6 +540,17 @@ impl Server {
             AdminOp::RaftStatus => Reply::bulk(self.raft_status(&st)),
             AdminOp::RaftDescribe => Reply::bulk(self.raft_describe(&st)),
             AdminOp::Role => self.role(&st),
+            AdminOp::Hello(mut fields) => {
+                // Redis lists the role before the modules.
+                let role = if st.role == Role::Leader {
+                    "master"
+                } else {
+                    "replica"
+                };
+                let at = fields.len().saturating_sub(2);
+                fields.splice(at..at, [Reply::bulk("role"), Reply::bulk(role)]);
+                Reply::Array(fields)
+            }
             AdminOp::RaftTransfer(_) => unreachable!("answered above"),
         }
     }

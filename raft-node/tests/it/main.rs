@@ -73,6 +73,15 @@ fn kv_commands_on_the_leader_and_through_a_follower() {
         }
         other => panic!("ROLE on a follower: {other:?}"),
     }
+    let hello_role = |c: &mut harness::Client| match c.cmd(&["HELLO", "2"]) {
+        Value::Array(fields) => fields
+            .chunks(2)
+            .find(|kv| kv[0] == Value::bulk("role"))
+            .map(|kv| kv[1].text()),
+        _ => None,
+    };
+    assert_eq!(hello_role(&mut f).as_deref(), Some("replica"));
+    assert_eq!(hello_role(&mut c).as_deref(), Some("master"));
     // A write sent to a follower is forwarded to the leader and acknowledged once committed;
     // a linearizable read on the follower (the default mode) then sees it at once, and so does
     // the leader.
