@@ -37,6 +37,22 @@ pub enum ReadOp {
     DbSize,
     /// `TTL` (seconds) or `PTTL` (milliseconds).
     Ttl(Bytes, bool),
+    /// `TYPE`.
+    Type(Bytes),
+    /// `KEYS pattern`.
+    Keys(Bytes),
+    /// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]`; `None` as the type filter means any,
+    /// and a filter other than `string` finds nothing (every value is a string).
+    Scan {
+        /// Where to resume.
+        cursor: u64,
+        /// The glob keys must match.
+        pattern: Option<Bytes>,
+        /// How many keys to look at, about.
+        count: usize,
+        /// Only keys of this type.
+        string_only: Option<bool>,
+    },
 }
 
 /// A call that needs the node's live status.
@@ -123,6 +139,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     ("expire", -3, &["write", "fast"], 1, 1, 1),
     ("expireat", -3, &["write", "fast"], 1, 1, 1),
     ("get", 2, &["readonly", "fast"], 1, 1, 1),
+    ("getset", 3, &["write", "denyoom", "fast"], 1, 1, 1),
     (
         "hello",
         -1,
@@ -134,12 +151,14 @@ pub const COMMANDS: &[CommandSpec] = &[
     ("incr", 2, &["write", "denyoom", "fast"], 1, 1, 1),
     ("incrby", 3, &["write", "denyoom", "fast"], 1, 1, 1),
     ("info", -1, &["loading", "stale"], 0, 0, 0),
+    ("keys", 2, &["readonly"], 0, 0, 0),
     ("mget", -2, &["readonly", "fast"], 1, -1, 1),
     ("mset", -3, &["write", "denyoom"], 1, -1, 2),
     ("persist", 2, &["write", "fast"], 1, 1, 1),
     ("pexpire", -3, &["write", "fast"], 1, 1, 1),
     ("pexpireat", -3, &["write", "fast"], 1, 1, 1),
     ("ping", -1, &["fast", "stale"], 0, 0, 0),
+    ("psetex", 4, &["write", "denyoom"], 1, 1, 1),
     ("pttl", 2, &["readonly", "fast"], 1, 1, 1),
     ("quit", -1, &["fast", "no_auth"], 0, 0, 0),
     ("raft", -2, &["admin", "stale"], 0, 0, 0),
@@ -152,10 +171,15 @@ pub const COMMANDS: &[CommandSpec] = &[
         0,
         0,
     ),
+    ("scan", -2, &["readonly"], 0, 0, 0),
     ("select", 2, &["loading", "stale", "fast"], 0, 0, 0),
     ("set", -3, &["write", "denyoom"], 1, 1, 1),
+    ("setex", 4, &["write", "denyoom"], 1, 1, 1),
     ("strlen", 2, &["readonly", "fast"], 1, 1, 1),
+    ("time", 1, &["loading", "stale", "fast"], 0, 0, 0),
     ("ttl", 2, &["readonly", "fast"], 1, 1, 1),
+    ("type", 2, &["readonly", "fast"], 1, 1, 1),
+    ("unlink", -2, &["write", "fast"], 1, -1, 1),
 ];
 
 fn lookup(name: &str) -> Option<(i64, &'static [&'static str])> {
@@ -282,6 +306,46 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
         "get" => Plan::Read(ReadOp::Get(a[0].clone())),
         "strlen" => Plan::Read(ReadOp::StrLen(a[0].clone())),
         "ttl" => Plan::Read(ReadOp::Ttl(a[0].clone(), false)),
+        "type" => Plan::Read(ReadOp::Type(a[0].clone())),
+        "keys" => Plan::Read(ReadOp::Keys(a[0].clone())),
+        "scan" => scan(a),
+        "unlink" => Plan::Write(Command::Del { keys: a.to_vec() }),
+        "getset" => Plan::Write(Command::Set {
+            key: a[0].clone(),
+            value: a[1].clone(),
+            cond: SetCond::Always,
+            get: true,
+            expire_at_ms: None,
+            keep_ttl: false,
+        }),
+        "setex" | "psetex" => {
+            let Some(n) = parse_i64(&a[1]) else {
+                return Plan::Reply(not_integer());
+            };
+            let unit = if name == "setex" { "ex" } else { "px" };
+            match expiry(unit, n, ctx.now_ms) {
+                Some(at) => Plan::Write(Command::Set {
+                    key: a[0].clone(),
+                    value: a[2].clone(),
+                    cond: SetCond::Always,
+                    get: false,
+                    expire_at_ms: Some(at),
+                    keep_ttl: false,
+                }),
+                None => Plan::Reply(Reply::err(format!(
+                    "invalid expire time in '{name}' command"
+                ))),
+            }
+        }
+        "time" => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            Plan::Reply(Reply::Array(vec![
+                Reply::bulk(now.as_secs().to_string()),
+                Reply::bulk(now.subsec_micros().to_string()),
+            ]))
+        }
         "pttl" => Plan::Read(ReadOp::Ttl(a[0].clone(), true)),
         "mget" => Plan::Read(ReadOp::MGet(a.to_vec())),
         "exists" => Plan::Read(ReadOp::Exists(a.to_vec())),
@@ -550,6 +614,40 @@ fn set(ctx: &Context<'_>, a: &[Bytes]) -> Plan {
 
 /// The absolute expiry of an `EX`/`PX`/`EXAT`/`PXAT` option, stamped here on the proposing
 /// node so that every replica applies the same time.
+/// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]`.
+fn scan(a: &[Bytes]) -> Plan {
+    let Some(cursor) = std::str::from_utf8(&a[0])
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    else {
+        return Plan::Reply(Reply::err("invalid cursor"));
+    };
+    let (mut pattern, mut count, mut string_only) = (None, 10usize, None);
+    let mut i = 1;
+    while i < a.len() {
+        let Some(arg) = a.get(i + 1) else {
+            return Plan::Reply(syntax());
+        };
+        match lower(&a[i][..a[i].len().min(8)]).as_str() {
+            "match" => pattern = Some(arg.clone()),
+            "count" => match parse_i64(arg) {
+                Some(n) if n > 0 => count = (n as usize).min(100_000),
+                Some(_) => return Plan::Reply(syntax()),
+                None => return Plan::Reply(not_integer()),
+            },
+            "type" => string_only = Some(lower(arg) == "string"),
+            _ => return Plan::Reply(syntax()),
+        }
+        i += 2;
+    }
+    Plan::Read(ReadOp::Scan {
+        cursor,
+        pattern,
+        count,
+        string_only,
+    })
+}
+
 /// `EXPIRE key seconds [NX|XX|GT|LT]` and its millisecond and absolute-time forms. A time in
 /// the past deletes the key when applied; one beyond what a `u64` of milliseconds holds is
 /// refused, as Redis refuses it.

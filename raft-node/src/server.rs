@@ -525,6 +525,38 @@ impl Server {
                 let t = self.kv.pttl(&k, now);
                 Reply::Int(if ms || t < 0 { t } else { (t + 999) / 1000 })
             }
+            ReadOp::Type(k) => Reply::Simple(
+                if self.kv.get(&k, now).is_some() {
+                    "string"
+                } else {
+                    "none"
+                }
+                .into(),
+            ),
+            ReadOp::Keys(pattern) => Reply::Array(
+                self.kv
+                    .keys(&pattern, now)
+                    .into_iter()
+                    .map(Reply::Bulk)
+                    .collect(),
+            ),
+            ReadOp::Scan {
+                cursor,
+                pattern,
+                count,
+                string_only,
+            } => {
+                let (next, keys) = self.kv.scan(cursor, pattern.as_deref(), count, now);
+                let keys = if string_only == Some(false) {
+                    Vec::new()
+                } else {
+                    keys
+                };
+                Reply::Array(vec![
+                    Reply::bulk(next.to_string()),
+                    Reply::Array(keys.into_iter().map(Reply::Bulk).collect()),
+                ])
+            }
         }
     }
 

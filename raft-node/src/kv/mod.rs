@@ -25,6 +25,7 @@
 //! is.
 
 mod command;
+mod keyspace;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard};
@@ -111,6 +112,30 @@ impl Kv {
         }
     }
 
+    /// The live keys matching the glob `pattern`, sorted (`KEYS`).
+    pub fn keys(&self, pattern: &[u8], now_ms: u64) -> Vec<Bytes> {
+        let s = self.lock();
+        let mut keys: Vec<Bytes> = s
+            .live_keys(now_ms)
+            .filter(|k| keyspace::glob_match(pattern, k))
+            .cloned()
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// One `SCAN` step: the next cursor (0 at the end) and the keys found (see `keyspace`).
+    pub fn scan(
+        &self,
+        cursor: u64,
+        pattern: Option<&[u8]>,
+        count: usize,
+        now_ms: u64,
+    ) -> (u64, Vec<Bytes>) {
+        let s = self.lock();
+        keyspace::scan_step(s.live_keys(now_ms), cursor, pattern, count)
+    }
+
     /// Live keys.
     pub fn dbsize(&self, now_ms: u64) -> i64 {
         let s = self.lock();
@@ -126,6 +151,14 @@ impl Kv {
 }
 
 impl Store {
+    fn live_keys(&self, now_ms: u64) -> impl Iterator<Item = &Bytes> {
+        let now = now_ms.max(self.clock_ms);
+        self.map
+            .iter()
+            .filter(move |(_, e)| e.expire_at_ms.is_none_or(|at| at > now))
+            .map(|(k, _)| k)
+    }
+
     fn live(&self, key: &[u8], now_ms: u64) -> Option<&Entry> {
         let now = now_ms.max(self.clock_ms);
         self.map

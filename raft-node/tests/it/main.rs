@@ -47,6 +47,29 @@ fn kv_commands_on_the_leader_and_through_a_follower() {
         .cmd(&["SET", "t", "x", "EX", "0"])
         .is_error("ERR invalid expire time"));
     assert!(c.cmd(&["GET"]).is_error("ERR wrong number of arguments"));
+    assert_eq!(c.cmd(&["TYPE", "n"]), Value::Simple("string".into()));
+    assert_eq!(c.cmd(&["TYPE", "nope"]), Value::Simple("none".into()));
+    assert_eq!(c.cmd(&["GETSET", "g", "1"]), Value::Nil);
+    assert_eq!(c.cmd(&["GETSET", "g", "2"]), Value::bulk("1"));
+    assert_eq!(c.cmd(&["SETEX", "s", "100", "v"]), Value::ok());
+    assert!(matches!(c.cmd(&["TTL", "s"]), Value::Int(t) if t > 90));
+    assert!(c
+        .cmd(&["SETEX", "s", "0", "v"])
+        .is_error("ERR invalid expire time"));
+    assert_eq!(c.cmd(&["PSETEX", "p", "100000", "v"]), Value::ok());
+    assert_eq!(
+        c.cmd(&["KEYS", "[gs]"]),
+        Value::Array(vec![Value::bulk("g"), Value::bulk("s")])
+    );
+    assert_eq!(c.cmd(&["UNLINK", "g", "s", "p"]), Value::Int(3));
+    assert!(matches!(c.cmd(&["TIME"]), Value::Array(t) if t.len() == 2));
+    match c.cmd(&["SCAN", "0", "MATCH", "t", "COUNT", "1000"]) {
+        Value::Array(r) => {
+            assert_eq!(r[0], Value::bulk("0"), "one call covers a small key space");
+            assert_eq!(r[1], Value::Array(vec![Value::bulk("t")]));
+        }
+        other => panic!("SCAN: {other:?}"),
+    }
     let info = c.cmd(&["INFO", "replication"]).text();
     assert!(info.contains("role:master\r\nraft_role:leader"), "{info}");
     assert!(

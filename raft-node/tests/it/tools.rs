@@ -69,7 +69,8 @@ fn rate(output: &str, test: &str) -> Option<f64> {
 /// benchmark starts with CONFIG GET, then pipelines SETs and GETs over 10 connections).
 /// Method: start `raft-node dev` on free ports; SET and GET with redis-cli on the leader and
 /// GET on a follower; run `redis-benchmark -t set,get -n 2000 -c 10 -q` on the leader and
-/// require non-zero rates for both tests and no error in its output.
+/// require non-zero rates for both tests and no error in its output; `redis-cli --scan`
+/// finds the keys on the leader and on a follower.
 #[test]
 fn redis_cli_and_redis_benchmark_work_against_the_dev_cluster() {
     // Both are looked up first so that a missing package fails the test at once, by name.
@@ -108,6 +109,15 @@ fn redis_cli_and_redis_benchmark_work_against_the_dev_cluster() {
     for test in ["SET", "GET"] {
         let r = rate(&text, test).unwrap_or_else(|| panic!("no {test} rate in: {text}"));
         assert!(r > 0.0, "{test}: {r} requests per second");
+    }
+    // `redis-cli --scan` walks the key space with SCAN: every key the benchmark wrote (it uses
+    // `key:__rand_int__`, one key by default) and ours, on a follower too.
+    for port in [leader, follower] {
+        let scanned = cli(port, &["--scan"]);
+        let keys: Vec<&str> = scanned.lines().collect();
+        assert!(keys.contains(&"tool-key"), "--scan on {port}: {keys:?}");
+        let matched = cli(port, &["--scan", "--pattern", "tool-*"]);
+        assert_eq!(matched, "tool-key");
     }
     eprintln!(
         "redis-benchmark ({:?}, debug build): {}",
