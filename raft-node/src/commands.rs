@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use crate::config::ReadMode;
 use crate::kv::{parse_i64, Command, ExpireCond, SetCond};
-use crate::resp::Reply;
+use crate::resp::{Proto, Reply};
 
 /// Per-connection state the commands read and change.
 #[derive(Debug)]
@@ -20,6 +20,8 @@ pub struct Conn {
     pub read_mode: ReadMode,
     /// `CLIENT SETNAME`.
     pub name: Option<Bytes>,
+    /// The protocol chosen with `HELLO` (RESP2 until then).
+    pub proto: Proto,
 }
 
 /// A read of the local map.
@@ -69,7 +71,7 @@ pub enum AdminOp {
     /// `ROLE`, as Redis answers it: the leader is the master, every other replica a slave.
     Role,
     /// `HELLO`'s reply, all but the role, which needs the node's status.
-    Hello(Vec<Reply>),
+    Hello(Vec<(Reply, Reply)>),
 }
 
 /// What to do with one request.
@@ -276,7 +278,7 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
         "quit" => Plan::Close(Reply::ok()),
         "auth" => Plan::Reply(auth(conn, ctx, a)),
         "hello" => match hello(conn, ctx, a) {
-            Reply::Array(fields) => Plan::Admin(AdminOp::Hello(fields)),
+            Reply::Map(fields) => Plan::Admin(AdminOp::Hello(fields)),
             other => Plan::Reply(other),
         },
         "select" => Plan::Reply(match &a[0][..] {
@@ -425,14 +427,16 @@ fn auth(conn: &mut Conn, ctx: &Context<'_>, a: &[Bytes]) -> Reply {
 
 fn hello(conn: &mut Conn, ctx: &Context<'_>, a: &[Bytes]) -> Reply {
     let mut rest = a;
+    let mut proto = conn.proto;
     if let [ver, tail @ ..] = rest {
-        match parse_i64(ver) {
-            Some(2) => {}
+        proto = match parse_i64(ver) {
+            Some(2) => Proto::Resp2,
+            Some(3) => Proto::Resp3,
             Some(_) => {
                 return Reply::Error("NOPROTO sorry, this protocol version is not supported".into())
             }
             None => return Reply::err("Protocol version is not an integer or out of range"),
-        }
+        };
         rest = tail;
     }
     while let [opt, tail @ ..] = rest {
@@ -458,20 +462,21 @@ fn hello(conn: &mut Conn, ctx: &Context<'_>, a: &[Bytes]) -> Reply {
                 .into(),
         );
     }
-    let kv = |k: &str, v: Reply| [Reply::bulk(k.to_string()), v];
-    Reply::Array(
-        [
-            kv("server", Reply::bulk("redis")),
-            kv("version", Reply::bulk("7.0.0")),
-            kv("proto", Reply::Int(2)),
-            kv("id", Reply::Int(conn.id as i64)),
-            kv("mode", Reply::bulk("standalone")),
-            kv("modules", Reply::Array(Vec::new())),
-        ]
-        .into_iter()
-        .flatten()
-        .collect(),
-    )
+    // Only a HELLO that succeeds switches the protocol, as in Redis.
+    conn.proto = proto;
+    let kv = |k: &str, v: Reply| (Reply::bulk(k.to_string()), v);
+    let version = match proto {
+        Proto::Resp2 => 2,
+        Proto::Resp3 => 3,
+    };
+    Reply::Map(vec![
+        kv("server", Reply::bulk("redis")),
+        kv("version", Reply::bulk("7.0.0")),
+        kv("proto", Reply::Int(version)),
+        kv("id", Reply::Int(conn.id as i64)),
+        kv("mode", Reply::bulk("standalone")),
+        kv("modules", Reply::Array(Vec::new())),
+    ])
 }
 
 fn readmode(conn: &mut Conn, ctx: &Context<'_>, a: &[Bytes]) -> Reply {
@@ -527,11 +532,10 @@ fn config(a: &[Bytes]) -> Reply {
             let mut out = Vec::new();
             for (k, v) in SETTINGS {
                 if patterns.iter().any(|p| &p[..] == b"*" || lower(p) == *k) {
-                    out.push(Reply::bulk(*k));
-                    out.push(Reply::bulk(*v));
+                    out.push((Reply::bulk(*k), Reply::bulk(*v)));
                 }
             }
-            Reply::Array(out)
+            Reply::Map(out)
         }
         ("resetstat", []) => Reply::ok(),
         _ => Reply::err("only CONFIG GET is supported; the node is configured by its file"),
@@ -731,6 +735,7 @@ mod tests {
             authed,
             read_mode: ReadMode::Linearizable,
             name: None,
+            proto: Proto::Resp2,
         }
     }
 
@@ -835,6 +840,33 @@ mod tests {
         assert!(!c.authed);
         assert_eq!(reply(run(&mut c, Some("pw"), "AUTH pw")), Reply::ok());
         assert!(matches!(run(&mut c, Some("pw"), "GET k"), Plan::Read(_)));
+    }
+
+    #[test]
+    fn hello_chooses_the_protocol_only_when_it_succeeds() {
+        let mut c = conn(true);
+        assert!(matches!(
+            run(&mut c, None, "HELLO 4"),
+            Plan::Reply(Reply::Error(e)) if e.starts_with("NOPROTO")
+        ));
+        assert_eq!(c.proto, Proto::Resp2);
+        match run(&mut c, None, "HELLO 3") {
+            Plan::Admin(AdminOp::Hello(fields)) => assert!(fields
+                .iter()
+                .any(|(k, v)| *k == Reply::bulk("proto") && *v == Reply::Int(3))),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(c.proto, Proto::Resp3);
+        let mut locked = conn(false);
+        assert!(matches!(
+            run(&mut locked, Some("pw"), "HELLO 3"),
+            Plan::Reply(Reply::Error(_))
+        ));
+        assert_eq!(
+            locked.proto,
+            Proto::Resp2,
+            "a refused HELLO changes nothing"
+        );
     }
 
     #[test]

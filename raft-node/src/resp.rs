@@ -245,8 +245,20 @@ pub enum Reply {
     Nil,
     /// `*<n>` and the elements.
     Array(Vec<Reply>),
+    /// Pairs: a RESP3 map (`%<n>`); in RESP2, an array of keys and values in turn.
+    Map(Vec<(Reply, Reply)>),
     /// Bytes that are already a RESP2 reply (the state machine's answers).
     Raw(Bytes),
+}
+
+/// The protocol a connection speaks, chosen with `HELLO`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Proto {
+    /// RESP2 (the default).
+    #[default]
+    Resp2,
+    /// RESP3: nulls are `_`, pairs are maps.
+    Resp3,
 }
 
 impl Reply {
@@ -267,6 +279,29 @@ impl Reply {
 
     /// Appends the encoding of this reply to `out`.
     pub fn encode(&self, out: &mut BytesMut) {
+        self.encode_as(out, Proto::Resp2);
+    }
+
+    /// Appends the reply in `proto`. The state machine's pre-encoded RESP2 answers hold no
+    /// RESP2-only type but the null bulk string, which RESP3 spells `_`.
+    pub fn encode_as(&self, out: &mut BytesMut, proto: Proto) {
+        match (self, proto) {
+            (Reply::Nil, Proto::Resp3) => return out.put_slice(b"_\r\n"),
+            (Reply::Raw(b), Proto::Resp3) if &b[..] == b"$-1\r\n" => {
+                return out.put_slice(b"_\r\n")
+            }
+            (Reply::Map(pairs), Proto::Resp3) => {
+                out.put_u8(b'%');
+                out.put_slice(pairs.len().to_string().as_bytes());
+                out.put_slice(b"\r\n");
+                for (k, v) in pairs {
+                    k.encode_as(out, proto);
+                    v.encode_as(out, proto);
+                }
+                return;
+            }
+            _ => {}
+        }
         match self {
             Reply::Simple(s) => line_reply(out, b'+', s),
             Reply::Error(s) => line_reply(out, b'-', s),
@@ -282,7 +317,16 @@ impl Reply {
                 out.put_slice(items.len().to_string().as_bytes());
                 out.put_slice(b"\r\n");
                 for item in items {
-                    item.encode(out);
+                    item.encode_as(out, proto);
+                }
+            }
+            Reply::Map(pairs) => {
+                out.put_u8(b'*');
+                out.put_slice((pairs.len() * 2).to_string().as_bytes());
+                out.put_slice(b"\r\n");
+                for (k, v) in pairs {
+                    k.encode_as(out, proto);
+                    v.encode_as(out, proto);
                 }
             }
             Reply::Raw(b) => out.put_slice(b),
@@ -318,6 +362,25 @@ fn line_reply(out: &mut BytesMut, prefix: u8, s: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replies_in_resp2_and_resp3() {
+        let enc = |r: &Reply, p| {
+            let mut out = BytesMut::new();
+            r.encode_as(&mut out, p);
+            String::from_utf8(out.to_vec()).unwrap()
+        };
+        let map = Reply::Map(vec![(Reply::bulk("a"), Reply::Int(1))]);
+        assert_eq!(enc(&map, Proto::Resp2), "*2\r\n$1\r\na\r\n:1\r\n");
+        assert_eq!(enc(&map, Proto::Resp3), "%1\r\n$1\r\na\r\n:1\r\n");
+        let nested = Reply::Array(vec![Reply::Nil, Reply::bulk("x")]);
+        assert_eq!(enc(&nested, Proto::Resp2), "*2\r\n$-1\r\n$1\r\nx\r\n");
+        assert_eq!(enc(&nested, Proto::Resp3), "*2\r\n_\r\n$1\r\nx\r\n");
+        let raw_nil = Reply::Raw(Bytes::from_static(b"$-1\r\n"));
+        assert_eq!(enc(&raw_nil, Proto::Resp3), "_\r\n");
+        let raw_ok = Reply::Raw(Bytes::from_static(b"+OK\r\n"));
+        assert_eq!(enc(&raw_ok, Proto::Resp3), "+OK\r\n");
+    }
 
     fn parse_all(input: &[u8], limits: Limits) -> Result<Vec<Vec<Bytes>>, ProtocolError> {
         let mut p = Parser::new(limits);

@@ -27,7 +27,7 @@ use crate::commands::{self, AdminOp, Conn, Context, Plan, ReadOp};
 use crate::config::{NodeConfig, ReadMode};
 use crate::kv::{self, Kv};
 use crate::metrics::NodeMetrics;
-use crate::resp::{Parser, Reply};
+use crate::resp::{Parser, Proto, Reply};
 
 /// How long a client may take to complete its TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -260,6 +260,7 @@ impl Server {
             authed: self.cfg.client.requirepass.is_none(),
             read_mode: self.cfg.client.read_mode,
             name: None,
+            proto: Proto::Resp2,
         };
         // The connection's writes take effect in the order sent, also across pipelines whose
         // outcome was unknown (see `WriteSession`).
@@ -330,15 +331,15 @@ impl Server {
                 continue;
             }
             if !writes.is_empty() {
-                self.run_writes(session, std::mem::take(&mut writes), out)
+                self.run_writes(session, conn.proto, std::mem::take(&mut writes), out)
                     .await;
                 barrier_passed = false;
             }
             match plan {
                 Plan::Write(_) => {}
-                Plan::Reply(r) => r.encode(out),
+                Plan::Reply(r) => r.encode_as(out, conn.proto),
                 Plan::Close(r) => {
-                    r.encode(out);
+                    r.encode_as(out, conn.proto);
                     return true;
                 }
                 Plan::Read(op) => {
@@ -348,19 +349,22 @@ impl Server {
                         match self.read_barrier(conn.read_mode).await {
                             Ok(()) => barrier_passed = true,
                             Err(r) => {
-                                r.encode(out);
+                                r.encode_as(out, conn.proto);
                                 continue;
                             }
                         }
                     }
-                    self.read(op).encode(out);
+                    self.read(op).encode_as(out, conn.proto);
                     self.metrics.observe_read(conn.read_mode, started.elapsed());
                 }
-                Plan::Admin(op) => self.admin(conn, op).await.encode(out),
+                Plan::Admin(op) => {
+                    let reply = self.admin(conn, op).await;
+                    reply.encode_as(out, conn.proto);
+                }
             }
         }
         if !writes.is_empty() {
-            self.run_writes(session, writes, out).await;
+            self.run_writes(session, conn.proto, writes, out).await;
         }
         false
     }
@@ -376,6 +380,7 @@ impl Server {
     async fn run_writes(
         &self,
         session: &mut WriteSession,
+        proto: Proto,
         cmds: Vec<kv::Command>,
         out: &mut BytesMut,
     ) {
@@ -394,7 +399,7 @@ impl Server {
                     // Submitted and not answered in time: every write left is unknown.
                     for _ in next..payloads.len() {
                         self.write_reply(Err(WriteFailure::Timeout(timeout)))
-                            .encode(out);
+                            .encode_as(out, proto);
                     }
                     return;
                 }
@@ -408,7 +413,7 @@ impl Server {
                 retry_from < results.len() && tokio::time::Instant::now() + backoff < deadline;
             let settled = if retry { retry_from } else { results.len() };
             for r in results.into_iter().take(settled) {
-                self.write_reply(r).encode(out);
+                self.write_reply(r).encode_as(out, proto);
             }
             next += settled;
             if retry {
@@ -579,9 +584,9 @@ impl Server {
                 } else {
                     "replica"
                 };
-                let at = fields.len().saturating_sub(2);
-                fields.splice(at..at, [Reply::bulk("role"), Reply::bulk(role)]);
-                Reply::Array(fields)
+                let at = fields.len().saturating_sub(1);
+                fields.insert(at, (Reply::bulk("role"), Reply::bulk(role)));
+                Reply::Map(fields)
             }
             AdminOp::RaftTransfer(_) => unreachable!("answered above"),
         }

@@ -177,7 +177,16 @@ pub fn encode_request(args: &[&str]) -> Vec<u8> {
 /// as a failed command (seen once in the metrics test). A dead node still fails a call (its
 /// socket is reset or closed), and the node answers every command within its own deadlines.
 pub fn redis_connect(port: u16) -> redis::Connection {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    redis_connect_url(&format!("redis://127.0.0.1:{port}/"), port)
+}
+
+/// A `redis` crate connection that speaks RESP3 (it opens with `HELLO 3`).
+pub fn redis_connect_resp3(port: u16) -> redis::Connection {
+    redis_connect_url(&format!("redis://127.0.0.1:{port}/?protocol=resp3"), port)
+}
+
+fn redis_connect_url(url: &str, port: u16) -> redis::Connection {
+    let client = redis::Client::open(url).unwrap();
     client
         .get_connection_with_timeout(Duration::from_secs(5))
         .unwrap_or_else(|e| panic!("redis client cannot connect to port {port}: {e}"))
