@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use crate::config::ReadMode;
-use crate::kv::{parse_i64, Command, ExpireCond, SetCond};
+use crate::kv::{parse_i64, Command, ExpireCond, SetCond, TxOp, TxRead};
 use crate::resp::{Proto, Reply};
 
 /// Per-connection state the commands read and change.
@@ -22,6 +22,10 @@ pub struct Conn {
     pub name: Option<Bytes>,
     /// The protocol chosen with `HELLO` (RESP2 until then).
     pub proto: Proto,
+    /// The commands queued since `MULTI`, if a transaction is open (see `multi`).
+    pub multi: Option<Vec<TxOp>>,
+    /// Whether a command was refused while queueing: `EXEC` then applies nothing.
+    pub multi_failed: bool,
 }
 
 /// A read of the local map.
@@ -55,6 +59,23 @@ pub enum ReadOp {
         /// Only keys of this type.
         string_only: Option<bool>,
     },
+}
+
+impl ReadOp {
+    /// The read as the state machine answers it (inside a transaction too); `None` for the
+    /// key-space walks, which the server answers itself.
+    pub fn as_tx(&self) -> Option<TxRead> {
+        Some(match self {
+            ReadOp::Get(k) => TxRead::Get(k.clone()),
+            ReadOp::MGet(keys) => TxRead::MGet(keys.clone()),
+            ReadOp::Exists(keys) => TxRead::Exists(keys.clone()),
+            ReadOp::StrLen(k) => TxRead::StrLen(k.clone()),
+            ReadOp::DbSize => TxRead::DbSize,
+            ReadOp::Ttl(k, ms) => TxRead::Ttl(k.clone(), *ms),
+            ReadOp::Type(k) => TxRead::Type(k.clone()),
+            ReadOp::Keys(_) | ReadOp::Scan { .. } => return None,
+        })
+    }
 }
 
 /// A call that needs the node's live status.
@@ -134,9 +155,18 @@ pub const COMMANDS: &[CommandSpec] = &[
     ),
     ("dbsize", 1, &["readonly", "fast"], 0, 0, 0),
     ("decr", 2, &["write", "denyoom", "fast"], 1, 1, 1),
+    (
+        "discard",
+        1,
+        &["noscript", "loading", "stale", "fast"],
+        0,
+        0,
+        0,
+    ),
     ("decrby", 3, &["write", "denyoom", "fast"], 1, 1, 1),
     ("del", -2, &["write"], 1, -1, 1),
     ("echo", 2, &["fast"], 0, 0, 0),
+    ("exec", 1, &["noscript", "loading", "stale"], 0, 0, 0),
     ("exists", -2, &["readonly", "fast"], 1, -1, 1),
     ("expire", -3, &["write", "fast"], 1, 1, 1),
     ("expireat", -3, &["write", "fast"], 1, 1, 1),
@@ -156,6 +186,14 @@ pub const COMMANDS: &[CommandSpec] = &[
     ("keys", 2, &["readonly"], 0, 0, 0),
     ("mget", -2, &["readonly", "fast"], 1, -1, 1),
     ("mset", -3, &["write", "denyoom"], 1, -1, 2),
+    (
+        "multi",
+        1,
+        &["noscript", "loading", "stale", "fast"],
+        0,
+        0,
+        0,
+    ),
     ("persist", 2, &["write", "fast"], 1, 1, 1),
     ("pexpire", -3, &["write", "fast"], 1, 1, 1),
     ("pexpireat", -3, &["write", "fast"], 1, 1, 1),
@@ -182,6 +220,22 @@ pub const COMMANDS: &[CommandSpec] = &[
     ("ttl", 2, &["readonly", "fast"], 1, 1, 1),
     ("type", 2, &["readonly", "fast"], 1, 1, 1),
     ("unlink", -2, &["write", "fast"], 1, -1, 1),
+    (
+        "unwatch",
+        1,
+        &["noscript", "loading", "stale", "fast"],
+        0,
+        0,
+        0,
+    ),
+    (
+        "watch",
+        -2,
+        &["noscript", "loading", "stale", "fast"],
+        1,
+        -1,
+        1,
+    ),
 ];
 
 fn lookup(name: &str) -> Option<(i64, &'static [&'static str])> {
@@ -736,6 +790,8 @@ mod tests {
             read_mode: ReadMode::Linearizable,
             name: None,
             proto: Proto::Resp2,
+            multi: None,
+            multi_failed: false,
         }
     }
 

@@ -19,6 +19,7 @@ mod http;
 mod identity;
 mod kv;
 mod metrics;
+mod multi;
 mod node;
 mod resp;
 mod server;

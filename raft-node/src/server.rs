@@ -23,10 +23,11 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
-use crate::commands::{self, AdminOp, Conn, Context, Plan, ReadOp};
+use crate::commands::{AdminOp, Conn, Context, Plan, ReadOp};
 use crate::config::{NodeConfig, ReadMode};
 use crate::kv::{self, Kv};
 use crate::metrics::NodeMetrics;
+use crate::multi;
 use crate::resp::{Parser, Proto, Reply};
 
 /// How long a client may take to complete its TLS handshake.
@@ -261,6 +262,8 @@ impl Server {
             read_mode: self.cfg.client.read_mode,
             name: None,
             proto: Proto::Resp2,
+            multi: None,
+            multi_failed: false,
         };
         // The connection's writes take effect in the order sent, also across pipelines whose
         // outcome was unknown (see `WriteSession`).
@@ -325,7 +328,7 @@ impl Server {
                 now_ms: now_ms(),
                 lease_reads: self.cfg.lease.enabled,
             };
-            let plan = commands::plan(conn, &ctx, &args);
+            let plan = multi::plan(conn, &ctx, &args);
             if let Plan::Write(cmd) = plan {
                 writes.push(cmd);
                 continue;
@@ -514,30 +517,10 @@ impl Server {
 
     fn read(&self, op: ReadOp) -> Reply {
         let now = now_ms();
+        if let Some(read) = op.as_tx() {
+            return self.kv.read(&read, now);
+        }
         match op {
-            ReadOp::Get(k) => self.kv.get(&k, now).map_or(Reply::Nil, Reply::Bulk),
-            ReadOp::MGet(keys) => Reply::Array(
-                self.kv
-                    .mget(&keys, now)
-                    .into_iter()
-                    .map(|v| v.map_or(Reply::Nil, Reply::Bulk))
-                    .collect(),
-            ),
-            ReadOp::Exists(keys) => Reply::Int(self.kv.exists(&keys, now)),
-            ReadOp::StrLen(k) => Reply::Int(self.kv.get(&k, now).map_or(0, |v| v.len() as i64)),
-            ReadOp::DbSize => Reply::Int(self.kv.dbsize(now)),
-            ReadOp::Ttl(k, ms) => {
-                let t = self.kv.pttl(&k, now);
-                Reply::Int(if ms || t < 0 { t } else { (t + 999) / 1000 })
-            }
-            ReadOp::Type(k) => Reply::Simple(
-                if self.kv.get(&k, now).is_some() {
-                    "string"
-                } else {
-                    "none"
-                }
-                .into(),
-            ),
             ReadOp::Keys(pattern) => Reply::Array(
                 self.kv
                     .keys(&pattern, now)
@@ -562,6 +545,8 @@ impl Server {
                     Reply::Array(keys.into_iter().map(Reply::Bulk).collect()),
                 ])
             }
+            // Answered by the state machine above.
+            _ => Reply::err("internal: a read the state machine answers reached the server"),
         }
     }
 

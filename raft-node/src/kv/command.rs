@@ -3,6 +3,8 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::transaction::{put_ops, read_ops, TxOp};
+
 /// The version byte of every command record.
 pub const CMD_VERSION: u8 = 1;
 
@@ -93,6 +95,11 @@ pub enum Command {
         /// NX / XX / GT / LT.
         cond: ExpireCond,
     },
+    /// `EXEC`: the operations queued since `MULTI`, applied at once.
+    Multi {
+        /// In the order queued.
+        ops: Vec<TxOp>,
+    },
 }
 
 const OP_SET: u8 = 1;
@@ -102,6 +109,7 @@ const OP_MSET: u8 = 4;
 const OP_APPEND: u8 = 5;
 const OP_CAS: u8 = 6;
 const OP_EXPIRE: u8 = 7;
+const OP_MULTI: u8 = 8;
 
 const SET_NX: u8 = 1;
 const SET_XX: u8 = 2;
@@ -114,6 +122,12 @@ pub fn encode(now_ms: u64, cmd: &Command) -> Bytes {
     let mut out = BytesMut::with_capacity(32);
     out.put_u8(CMD_VERSION);
     put_varint(&mut out, now_ms);
+    put_command(&mut out, cmd);
+    out.freeze()
+}
+
+/// Appends `cmd` without the record header (also inside a transaction).
+pub(super) fn put_command(out: &mut BytesMut, cmd: &Command) {
     match cmd {
         Command::Set {
             key,
@@ -139,42 +153,42 @@ pub fn encode(now_ms: u64, cmd: &Command) -> Bytes {
                 flags |= SET_KEEPTTL;
             }
             out.put_u8(flags);
-            put_bytes(&mut out, key);
-            put_bytes(&mut out, value);
+            put_bytes(out, key);
+            put_bytes(out, value);
             if let Some(at) = expire_at_ms {
-                put_varint(&mut out, *at);
+                put_varint(out, *at);
             }
         }
         Command::Del { keys } => {
             out.put_u8(OP_DEL);
-            put_varint(&mut out, keys.len() as u64);
+            put_varint(out, keys.len() as u64);
             for k in keys {
-                put_bytes(&mut out, k);
+                put_bytes(out, k);
             }
         }
         Command::IncrBy { key, delta } => {
             out.put_u8(OP_INCRBY);
-            put_bytes(&mut out, key);
-            put_varint(&mut out, zigzag(*delta));
+            put_bytes(out, key);
+            put_varint(out, zigzag(*delta));
         }
         Command::MSet { pairs } => {
             out.put_u8(OP_MSET);
-            put_varint(&mut out, pairs.len() as u64);
+            put_varint(out, pairs.len() as u64);
             for (k, v) in pairs {
-                put_bytes(&mut out, k);
-                put_bytes(&mut out, v);
+                put_bytes(out, k);
+                put_bytes(out, v);
             }
         }
         Command::Append { key, value } => {
             out.put_u8(OP_APPEND);
-            put_bytes(&mut out, key);
-            put_bytes(&mut out, value);
+            put_bytes(out, key);
+            put_bytes(out, value);
         }
         Command::Cas { key, expected, new } => {
             out.put_u8(OP_CAS);
-            put_bytes(&mut out, key);
-            put_bytes(&mut out, expected);
-            put_bytes(&mut out, new);
+            put_bytes(out, key);
+            put_bytes(out, expected);
+            put_bytes(out, new);
         }
         Command::Expire { key, at_ms, cond } => {
             out.put_u8(OP_EXPIRE);
@@ -186,13 +200,16 @@ pub fn encode(now_ms: u64, cmd: &Command) -> Bytes {
                 ExpireCond::IfEarlier => 4,
             };
             out.put_u8(cond | if at_ms.is_some() { 8 } else { 0 });
-            put_bytes(&mut out, key);
+            put_bytes(out, key);
             if let Some(at) = at_ms {
-                put_varint(&mut out, *at);
+                put_varint(out, *at);
             }
         }
+        Command::Multi { ops } => {
+            out.put_u8(OP_MULTI);
+            put_ops(out, ops);
+        }
     }
-    out.freeze()
 }
 
 /// Why a payload is not a command.
@@ -212,7 +229,16 @@ pub fn decode(payload: &Bytes) -> Result<(u64, Command), DecodeError> {
         )));
     }
     let ts = r.varint()?;
-    let cmd = match r.u8()? {
+    let cmd = read_command(&mut r, true)?;
+    if r.pos != payload.len() {
+        return Err(DecodeError("trailing bytes after the command".into()));
+    }
+    Ok((ts, cmd))
+}
+
+/// Reads one command without the record header; a transaction only at the top level.
+pub(super) fn read_command(r: &mut Reader, top: bool) -> Result<Command, DecodeError> {
+    Ok(match r.u8()? {
         OP_SET => {
             let flags = r.u8()?;
             let key = r.bytes()?;
@@ -283,12 +309,9 @@ pub fn decode(payload: &Bytes) -> Result<(u64, Command), DecodeError> {
             };
             Command::Expire { key, at_ms, cond }
         }
+        OP_MULTI if top => Command::Multi { ops: read_ops(r)? },
         op => return Err(DecodeError(format!("unknown opcode {op}"))),
-    };
-    if r.pos != payload.len() {
-        return Err(DecodeError("trailing bytes after the command".into()));
-    }
-    Ok((ts, cmd))
+    })
 }
 
 pub(super) fn put_varint(out: &mut BytesMut, mut v: u64) {

@@ -26,6 +26,7 @@
 
 mod command;
 mod keyspace;
+mod transaction;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard};
@@ -37,6 +38,7 @@ use raft_core::{Offset, Record, RecordKind};
 
 pub use self::command::{decode, encode, Command, ExpireCond, SetCond};
 use self::command::{put_bytes, put_varint, Reader};
+pub use self::transaction::{TxOp, TxRead};
 use crate::resp::Reply;
 
 #[derive(Clone, Debug)]
@@ -78,26 +80,14 @@ impl Kv {
     }
 
     /// The value of `key`, if it is live at `now_ms` (wall clock) and the replicated clock.
+    #[cfg(test)]
     pub fn get(&self, key: &[u8], now_ms: u64) -> Option<Bytes> {
         let s = self.lock();
         s.live(key, now_ms).map(|e| e.value.clone())
     }
 
-    /// The values of `keys`.
-    pub fn mget(&self, keys: &[Bytes], now_ms: u64) -> Vec<Option<Bytes>> {
-        let s = self.lock();
-        keys.iter()
-            .map(|k| s.live(k, now_ms).map(|e| e.value.clone()))
-            .collect()
-    }
-
-    /// How many of `keys` exist (a key named twice counts twice, as in Redis).
-    pub fn exists(&self, keys: &[Bytes], now_ms: u64) -> i64 {
-        let s = self.lock();
-        keys.iter().filter(|k| s.live(k, now_ms).is_some()).count() as i64
-    }
-
     /// The remaining time to live of `key` in milliseconds: -2 if absent, -1 if no expiry.
+    #[cfg(test)]
     pub fn pttl(&self, key: &[u8], now_ms: u64) -> i64 {
         let s = self.lock();
         match s.live(key, now_ms) {
@@ -110,6 +100,11 @@ impl Kv {
                 ..
             }) => at.saturating_sub(now_ms.max(s.clock_ms)) as i64,
         }
+    }
+
+    /// Answers a read of the map at `now_ms` (wall clock; the replicated clock too).
+    pub fn read(&self, r: &TxRead, now_ms: u64) -> Reply {
+        self.lock().read(r, now_ms)
     }
 
     /// The live keys matching the glob `pattern`, sorted (`KEYS`).
@@ -151,6 +146,50 @@ impl Kv {
 }
 
 impl Store {
+    fn read(&self, r: &TxRead, now_ms: u64) -> Reply {
+        let value = |k: &[u8]| self.live(k, now_ms).map(|e| e.value.clone());
+        match r {
+            TxRead::Get(k) => value(k).map_or(Reply::Nil, Reply::Bulk),
+            TxRead::MGet(keys) => Reply::Array(
+                keys.iter()
+                    .map(|k| value(k).map_or(Reply::Nil, Reply::Bulk))
+                    .collect(),
+            ),
+            TxRead::Exists(keys) => Reply::Int(
+                keys.iter()
+                    .filter(|k| self.live(k, now_ms).is_some())
+                    .count() as i64,
+            ),
+            TxRead::StrLen(k) => Reply::Int(value(k).map_or(0, |v| v.len() as i64)),
+            TxRead::Ttl(k, ms) => {
+                let t = match self.live(k, now_ms) {
+                    None => -2,
+                    Some(Entry {
+                        expire_at_ms: None, ..
+                    }) => -1,
+                    Some(Entry {
+                        expire_at_ms: Some(at),
+                        ..
+                    }) => at.saturating_sub(now_ms.max(self.clock_ms)) as i64,
+                };
+                Reply::Int(if *ms || t < 0 { t } else { (t + 999) / 1000 })
+            }
+            TxRead::Type(k) => Reply::Simple(
+                if self.live(k, now_ms).is_some() {
+                    "string"
+                } else {
+                    "none"
+                }
+                .into(),
+            ),
+            TxRead::DbSize => {
+                let now = now_ms.max(self.clock_ms);
+                let expired = self.expiries.range(..(now + 1, Bytes::new())).count();
+                Reply::Int((self.map.len() - expired.min(self.map.len())) as i64)
+            }
+        }
+    }
+
     fn live_keys(&self, now_ms: u64) -> impl Iterator<Item = &Bytes> {
         let now = now_ms.max(self.clock_ms);
         self.map
@@ -267,6 +306,18 @@ impl Store {
                 let len = joined.len() as i64;
                 self.put(key, joined.freeze(), expiry);
                 Reply::Int(len)
+            }
+            Command::Multi { ops } => {
+                // One record: every operation sees the map as the previous one left it.
+                let replies = ops
+                    .into_iter()
+                    .map(|op| match op {
+                        TxOp::Write(cmd) => self.apply(ts_ms, cmd),
+                        TxOp::Read(r) => self.read(&r, ts_ms),
+                        TxOp::Reply(b) => Reply::Raw(b),
+                    })
+                    .collect();
+                Reply::Array(replies)
             }
             Command::Expire { key, at_ms, cond } => {
                 let Some(current) = self.map.get(&key).map(|e| e.expire_at_ms) else {
@@ -619,6 +670,41 @@ mod tests {
         );
         assert_eq!(kv.get(b"k", 0), None);
         assert_eq!(kv.dbsize(0), 0);
+    }
+
+    /// A transaction applies as one record: its reads see its own earlier writes, and its
+    /// reply is the array of every operation's reply.
+    #[test]
+    fn a_transaction_applies_at_once_with_its_reads() {
+        let kv = Kv::new();
+        let ops = vec![
+            TxOp::Write(Command::IncrBy {
+                key: b("n"),
+                delta: 5,
+            }),
+            TxOp::Read(TxRead::Get(b("n"))),
+            TxOp::Write(Command::Append {
+                key: b("n"),
+                value: b("x"),
+            }),
+            TxOp::Write(Command::IncrBy {
+                key: b("n"),
+                delta: 1,
+            }),
+            TxOp::Read(TxRead::MGet(vec![b("n"), b("absent")])),
+            TxOp::Reply(Bytes::from_static(b"+PONG\r\n")),
+        ];
+        let cmd = Command::Multi { ops };
+        let (ts, decoded) = decode(&encode(7, &cmd)).unwrap();
+        assert_eq!((ts, &decoded), (7, &cmd), "a transaction round-trips");
+        let reply = apply(&kv, 0, 100, cmd);
+        assert_eq!(
+            String::from_utf8(reply.to_vec()).unwrap(),
+            "*6\r\n:5\r\n$1\r\n5\r\n:2\r\n-ERR value is not an integer or out of range\r\n\
+             *2\r\n$2\r\n5x\r\n$-1\r\n+PONG\r\n",
+            "an error inside a transaction fails that command only, as in Redis"
+        );
+        assert_eq!(kv.get(b"n", 0), Some(b("5x")));
     }
 
     #[test]

@@ -408,6 +408,54 @@ fn resp3_clients_work_on_every_node() {
     }
 }
 
+/// Goal: MULTI/EXEC works as clients use it (the `redis` crate's atomic pipeline, redis-py's
+/// default pipeline) on the leader and through followers, in RESP2 and RESP3: the queued
+/// commands apply at once and EXEC answers each of them; a refused command aborts the lot.
+/// Method: on every node, an atomic pipeline of INCR, APPEND, GET; then, with the raw client,
+/// a transaction holding an unknown command must answer EXECABORT and apply nothing.
+#[test]
+fn transactions_through_any_node_apply_at_once() {
+    let cluster = Cluster::start(3, "");
+    cluster.wait_for_leader();
+    for (round, id) in cluster.ids().into_iter().enumerate() {
+        for resp3 in [false, true] {
+            let port = cluster.port(id);
+            let mut conn = if resp3 {
+                harness::redis_connect_resp3(port)
+            } else {
+                harness::redis_connect(port)
+            };
+            let key = format!("tx-{round}-{resp3}");
+            let (n, len, got): (i64, i64, String) = redis::pipe()
+                .atomic()
+                .cmd("INCRBY")
+                .arg(&key)
+                .arg(41)
+                .cmd("APPEND")
+                .arg(&key)
+                .arg("!")
+                .cmd("GET")
+                .arg(&key)
+                .query(&mut conn)
+                .unwrap_or_else(|e| panic!("MULTI/EXEC on node {id} (resp3 {resp3}): {e}"));
+            assert_eq!((n, len, got.as_str()), (41, 3, "41!"), "node {id}");
+        }
+    }
+    let mut c = cluster.client(cluster.ids()[0]);
+    assert_eq!(c.cmd(&["MULTI"]), harness::Value::ok());
+    assert_eq!(
+        c.cmd(&["SET", "aborted", "1"]),
+        harness::Value::Simple("QUEUED".into())
+    );
+    assert!(c.cmd(&["NOSUCH"]).is_error("ERR unknown command"));
+    assert!(c.cmd(&["EXEC"]).is_error("EXECABORT"));
+    assert_eq!(
+        c.cmd(&["GET", "aborted"]),
+        harness::Value::Nil,
+        "nothing was applied"
+    );
+}
+
 /// Goal: an operator moves leadership with `RAFT TRANSFER <id>`. Method: three nodes; the
 /// leader is asked to hand over to a follower, which must become leader in the next epoch and
 /// keep every acknowledged write; a follower answers the same command with an error naming

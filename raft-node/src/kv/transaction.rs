@@ -1,0 +1,139 @@
+//! `MULTI`/`EXEC` transactions: the queued operations of one `EXEC`, replicated as one record
+//! and applied at once on every replica, so nothing runs between them. Reads inside a
+//! transaction are evaluated there too, against the map as the transaction left it and the
+//! replicated clock, so every replica computes the same replies.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::command::{put_bytes, put_command, put_varint, read_command, DecodeError, Reader};
+use super::Command;
+
+/// A read inside a transaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TxRead {
+    /// `GET`.
+    Get(Bytes),
+    /// `MGET`.
+    MGet(Vec<Bytes>),
+    /// `EXISTS`.
+    Exists(Vec<Bytes>),
+    /// `STRLEN`.
+    StrLen(Bytes),
+    /// `TTL` (seconds) or `PTTL` (milliseconds, when `true`).
+    Ttl(Bytes, bool),
+    /// `TYPE`.
+    Type(Bytes),
+    /// `DBSIZE`.
+    DbSize,
+}
+
+/// One queued operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TxOp {
+    /// A write.
+    Write(Command),
+    /// A read, evaluated where the transaction is applied.
+    Read(TxRead),
+    /// A reply known when the command was queued (`PING`, `ECHO`), in RESP2.
+    Reply(Bytes),
+}
+
+const TX_WRITE: u8 = 0;
+const TX_READ: u8 = 1;
+const TX_REPLY: u8 = 2;
+
+const READ_GET: u8 = 0;
+const READ_MGET: u8 = 1;
+const READ_EXISTS: u8 = 2;
+const READ_STRLEN: u8 = 3;
+const READ_TTL: u8 = 4;
+const READ_PTTL: u8 = 5;
+const READ_TYPE: u8 = 6;
+const READ_DBSIZE: u8 = 7;
+
+fn put_keys(out: &mut BytesMut, keys: &[Bytes]) {
+    put_varint(out, keys.len() as u64);
+    for k in keys {
+        put_bytes(out, k);
+    }
+}
+
+/// Appends the operations of a transaction.
+pub(super) fn put_ops(out: &mut BytesMut, ops: &[TxOp]) {
+    put_varint(out, ops.len() as u64);
+    for op in ops {
+        match op {
+            TxOp::Write(cmd) => {
+                out.put_u8(TX_WRITE);
+                put_command(out, cmd);
+            }
+            TxOp::Reply(b) => {
+                out.put_u8(TX_REPLY);
+                put_bytes(out, b);
+            }
+            TxOp::Read(r) => {
+                out.put_u8(TX_READ);
+                match r {
+                    TxRead::Get(k) => {
+                        out.put_u8(READ_GET);
+                        put_bytes(out, k);
+                    }
+                    TxRead::MGet(keys) => {
+                        out.put_u8(READ_MGET);
+                        put_keys(out, keys);
+                    }
+                    TxRead::Exists(keys) => {
+                        out.put_u8(READ_EXISTS);
+                        put_keys(out, keys);
+                    }
+                    TxRead::StrLen(k) => {
+                        out.put_u8(READ_STRLEN);
+                        put_bytes(out, k);
+                    }
+                    TxRead::Ttl(k, ms) => {
+                        out.put_u8(if *ms { READ_PTTL } else { READ_TTL });
+                        put_bytes(out, k);
+                    }
+                    TxRead::Type(k) => {
+                        out.put_u8(READ_TYPE);
+                        put_bytes(out, k);
+                    }
+                    TxRead::DbSize => out.put_u8(READ_DBSIZE),
+                }
+            }
+        }
+    }
+}
+
+/// Reads the operations of a transaction (no transaction nests in another).
+pub(super) fn read_ops(r: &mut Reader) -> Result<Vec<TxOp>, DecodeError> {
+    let n = r.count()?;
+    let keys = |r: &mut Reader| -> Result<Vec<Bytes>, DecodeError> {
+        let n = r.count()?;
+        (0..n).map(|_| r.bytes()).collect()
+    };
+    (0..n)
+        .map(|_| {
+            Ok(match r.u8()? {
+                TX_WRITE => TxOp::Write(read_command(r, false)?),
+                TX_REPLY => TxOp::Reply(r.bytes()?),
+                TX_READ => TxOp::Read(match r.u8()? {
+                    READ_GET => TxRead::Get(r.bytes()?),
+                    READ_MGET => TxRead::MGet(keys(r)?),
+                    READ_EXISTS => TxRead::Exists(keys(r)?),
+                    READ_STRLEN => TxRead::StrLen(r.bytes()?),
+                    READ_TTL => TxRead::Ttl(r.bytes()?, false),
+                    READ_PTTL => TxRead::Ttl(r.bytes()?, true),
+                    READ_TYPE => TxRead::Type(r.bytes()?),
+                    READ_DBSIZE => TxRead::DbSize,
+                    t => return Err(DecodeError(format!("unknown read {t} in a transaction"))),
+                }),
+                t => {
+                    return Err(DecodeError(format!(
+                        "unknown operation {t} in a transaction"
+                    )))
+                }
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,198 @@
+//! `MULTI`, `EXEC` and `DISCARD`: between `MULTI` and `EXEC` a connection's commands are
+//! checked and queued (each answered `QUEUED`), and `EXEC` proposes them as one record, which
+//! every replica applies at once (see `kv::transaction`). A command refused while queueing (an
+//! unknown one, a wrong argument, one not allowed in a transaction) makes `EXEC` answer
+//! `EXECABORT` and apply nothing. `WATCH` is not supported yet and says so.
+
+use bytes::Bytes;
+
+use crate::commands::{self, Conn, Context, Plan};
+use crate::kv::{Command, TxOp};
+use crate::resp::Reply;
+
+/// Commands that act on the connection or the node rather than the data: not queued.
+const NOT_IN_MULTI: &[&str] = &[
+    "auth", "hello", "readmode", "client", "quit", "select", "info", "raft", "role", "command",
+    "config", "keys", "scan",
+];
+
+/// Plans one request, inside or outside a transaction.
+pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
+    let name = args
+        .first()
+        .map(|n| String::from_utf8_lossy(&n[..n.len().min(32)]).to_ascii_lowercase())
+        .unwrap_or_default();
+    let arity_ok = |n: usize| args.len() == n;
+    match (name.as_str(), conn.multi.is_some()) {
+        ("multi", true) => Plan::Reply(Reply::err("MULTI calls can not be nested")),
+        ("multi", false) if arity_ok(1) && conn.authed => {
+            conn.multi = Some(Vec::new());
+            conn.multi_failed = false;
+            Plan::Reply(Reply::ok())
+        }
+        ("exec", false) if conn.authed => Plan::Reply(Reply::err("EXEC without MULTI")),
+        ("discard", false) if conn.authed => Plan::Reply(Reply::err("DISCARD without MULTI")),
+        ("exec", true) => {
+            let ops = conn.multi.take().unwrap_or_default();
+            if std::mem::take(&mut conn.multi_failed) {
+                return Plan::Reply(Reply::Error(
+                    "EXECABORT Transaction discarded because of previous errors.".into(),
+                ));
+            }
+            if ops.is_empty() {
+                return Plan::Reply(Reply::Array(Vec::new()));
+            }
+            Plan::Write(Command::Multi { ops })
+        }
+        ("discard", true) => {
+            conn.multi = None;
+            conn.multi_failed = false;
+            Plan::Reply(Reply::ok())
+        }
+        ("watch" | "unwatch", _) if conn.authed => Plan::Reply(Reply::err(
+            "WATCH is not supported yet; a transaction is applied atomically without it",
+        )),
+        (_, true) => queue(conn, ctx, &name, args),
+        _ => commands::plan(conn, ctx, args),
+    }
+}
+
+/// Checks and queues one command of an open transaction.
+fn queue(conn: &mut Conn, ctx: &Context<'_>, name: &str, args: &[Bytes]) -> Plan {
+    let refuse = |conn: &mut Conn, reply: Reply| {
+        conn.multi_failed = true;
+        Plan::Reply(reply)
+    };
+    if NOT_IN_MULTI.contains(&name) {
+        return refuse(
+            conn,
+            Reply::err(format!(
+                "Command '{name}' is not allowed inside a transaction"
+            )),
+        );
+    }
+    let op = match commands::plan(conn, ctx, args) {
+        Plan::Write(cmd) => TxOp::Write(cmd),
+        Plan::Read(read) => match read.as_tx() {
+            Some(r) => TxOp::Read(r),
+            None => {
+                return refuse(
+                    conn,
+                    Reply::err(format!(
+                        "Command '{name}' is not allowed inside a transaction"
+                    )),
+                )
+            }
+        },
+        Plan::Reply(Reply::Error(e)) => return refuse(conn, Reply::Error(e)),
+        Plan::Reply(r) => TxOp::Reply(r.to_bytes()),
+        Plan::Close(_) | Plan::Admin(_) => {
+            return refuse(
+                conn,
+                Reply::err(format!(
+                    "Command '{name}' is not allowed inside a transaction"
+                )),
+            )
+        }
+    };
+    if let Some(q) = conn.multi.as_mut() {
+        q.push(op);
+    }
+    Plan::Reply(Reply::Simple("QUEUED".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ReadMode;
+    use crate::resp::Proto;
+
+    fn conn() -> Conn {
+        Conn {
+            id: 1,
+            authed: true,
+            read_mode: ReadMode::Linearizable,
+            name: None,
+            proto: Proto::Resp2,
+            multi: None,
+            multi_failed: false,
+        }
+    }
+
+    fn run(c: &mut Conn, line: &str) -> Plan {
+        let args: Vec<Bytes> = line
+            .split_whitespace()
+            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+            .collect();
+        let ctx = Context {
+            requirepass: None,
+            now_ms: 1_000,
+            lease_reads: false,
+        };
+        plan(c, &ctx, &args)
+    }
+
+    fn reply(p: Plan) -> Reply {
+        match p {
+            Plan::Reply(r) => r,
+            other => panic!("not a reply: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn commands_between_multi_and_exec_become_one_write() {
+        let mut c = conn();
+        assert_eq!(reply(run(&mut c, "EXEC")), Reply::err("EXEC without MULTI"));
+        assert_eq!(reply(run(&mut c, "MULTI")), Reply::ok());
+        assert_eq!(
+            reply(run(&mut c, "MULTI")),
+            Reply::err("MULTI calls can not be nested")
+        );
+        let queued = Reply::Simple("QUEUED".into());
+        assert_eq!(reply(run(&mut c, "SET k v")), queued);
+        assert_eq!(reply(run(&mut c, "GET k")), queued);
+        assert_eq!(reply(run(&mut c, "PING")), queued);
+        match run(&mut c, "EXEC") {
+            Plan::Write(Command::Multi { ops }) => {
+                assert_eq!(ops.len(), 3);
+                assert!(matches!(ops[0], TxOp::Write(Command::Set { .. })));
+                assert!(matches!(ops[1], TxOp::Read(_)));
+                assert_eq!(ops[2], TxOp::Reply(Bytes::from_static(b"+PONG\r\n")));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(c.multi.is_none(), "EXEC closes the transaction");
+        assert_eq!(reply(run(&mut c, "MULTI")), Reply::ok());
+        assert_eq!(
+            reply(run(&mut c, "EXEC")),
+            Reply::Array(vec![]),
+            "nothing queued"
+        );
+    }
+
+    #[test]
+    fn a_refused_command_aborts_the_transaction() {
+        let mut c = conn();
+        run(&mut c, "MULTI");
+        run(&mut c, "SET k v");
+        assert!(
+            matches!(reply(run(&mut c, "SET k")), Reply::Error(_)),
+            "wrong arity"
+        );
+        assert!(
+            matches!(reply(run(&mut c, "KEYS *")), Reply::Error(e) if e.contains("not allowed"))
+        );
+        assert!(matches!(
+            reply(run(&mut c, "EXEC")),
+            Reply::Error(e) if e.starts_with("EXECABORT")
+        ));
+        run(&mut c, "MULTI");
+        run(&mut c, "FLY away");
+        assert_eq!(reply(run(&mut c, "DISCARD")), Reply::ok());
+        assert!(
+            !c.multi_failed && c.multi.is_none(),
+            "DISCARD forgets everything"
+        );
+        assert!(matches!(reply(run(&mut c, "WATCH k")), Reply::Error(e) if e.contains("WATCH")));
+    }
+}
