@@ -83,8 +83,11 @@ fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(default))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colour only for a person at a terminal: log files and collectors get plain text.
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
 }

@@ -29,6 +29,20 @@ impl FileConfig {
             self.replica_id
                 .ok_or_else(|| bad("replica_id", "required"))?,
         );
+        if id.0 == 0 {
+            return Err(bad(
+                "replica_id",
+                "replica ids start at 1 (0 stands for \"none\" in status and metrics)",
+            ));
+        }
+        if let Some(filter) = &self.log {
+            if let Err(e) = tracing_subscriber::EnvFilter::try_new(filter) {
+                return Err(bad(
+                    "log",
+                    format!("{filter:?} is not a tracing filter: {e}"),
+                ));
+            }
+        }
         let voters = peer_map("voters", &self.voters)?;
         let observers = peer_map("observers", &self.observers)?;
         if voters.is_empty() {
@@ -231,6 +245,14 @@ impl ClientSection {
                 "must not be empty (omit it instead)",
             ));
         }
+        // A value longer than a log record can hold could be read but never written.
+        let record_max = raft_core::Config::new(ReplicaId(1), [ReplicaId(1)]).payload_bytes_max;
+        if let Some(n) = self.bulk_bytes_max.filter(|n| *n > record_max as usize) {
+            return Err(bad(
+                "client.bulk_bytes_max",
+                format!("{n} exceeds the {record_max} bytes a replicated record can carry"),
+            ));
+        }
         Ok(ClientOptions {
             tls,
             requirepass: self.requirepass.clone(),
@@ -286,6 +308,12 @@ fn peer_map(
 ) -> Result<BTreeMap<ReplicaId, PeerAddrs>, ConfigError> {
     let mut map = BTreeMap::new();
     for (i, e) in entries.iter().enumerate() {
+        if e.id == 0 {
+            return Err(bad(
+                format!("{field}[{i}].id"),
+                "replica ids start at 1 (0 stands for \"none\" in status and metrics)",
+            ));
+        }
         let peer = resolve(&format!("{field}[{i}].peer"), &e.peer)?;
         if let Some(c) = &e.client {
             resolve(&format!("{field}[{i}].client"), c)?;

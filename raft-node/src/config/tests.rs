@@ -115,6 +115,22 @@ fn leases_are_off_unless_enabled_and_their_margin_is_checked() {
 }
 
 #[test]
+fn what_cannot_work_is_refused() {
+    assert_eq!(
+        field_of(&GOOD.replace("replica_id = 2", "replica_id = 0")),
+        "replica_id"
+    );
+    assert_eq!(field_of(&GOOD.replace("id = 1", "id = 0")), "voters[0].id");
+    assert_eq!(field_of(&format!("log = \"[[[bad\"\n{GOOD}")), "log");
+    assert_eq!(
+        field_of(&format!("{GOOD}\n[client]\nbulk_bytes_max = 10000000\n")),
+        "client.bulk_bytes_max"
+    );
+    let fine = FileConfig::parse(&format!("log = \"raft_core=debug,info\"\n{GOOD}")).unwrap();
+    assert!(fine.check().is_ok(), "a real filter is accepted");
+}
+
+#[test]
 fn flags_override_the_file() {
     let mut f = FileConfig::parse(GOOD).unwrap();
     f.apply(&Overrides {
