@@ -171,6 +171,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     ("expire", -3, &["write", "fast"], 1, 1, 1),
     ("expireat", -3, &["write", "fast"], 1, 1, 1),
     ("get", 2, &["readonly", "fast"], 1, 1, 1),
+    ("getdel", 2, &["write", "fast"], 1, 1, 1),
     ("getset", 3, &["write", "denyoom", "fast"], 1, 1, 1),
     (
         "hello",
@@ -186,6 +187,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     ("keys", 2, &["readonly"], 0, 0, 0),
     ("mget", -2, &["readonly", "fast"], 1, -1, 1),
     ("mset", -3, &["write", "denyoom"], 1, -1, 2),
+    ("msetnx", -3, &["write", "denyoom"], 1, -1, 2),
     (
         "multi",
         1,
@@ -215,6 +217,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     ("select", 2, &["loading", "stale", "fast"], 0, 0, 0),
     ("set", -3, &["write", "denyoom"], 1, 1, 1),
     ("setex", 4, &["write", "denyoom"], 1, 1, 1),
+    ("setnx", 3, &["write", "denyoom", "fast"], 1, 1, 1),
     ("strlen", 2, &["readonly", "fast"], 1, 1, 1),
     ("time", 1, &["loading", "stale", "fast"], 0, 0, 0),
     ("ttl", 2, &["readonly", "fast"], 1, 1, 1),
@@ -366,6 +369,19 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
         "keys" => Plan::Read(ReadOp::Keys(a[0].clone())),
         "scan" => scan(a),
         "unlink" => Plan::Write(Command::Del { keys: a.to_vec() }),
+        "setnx" => Plan::Write(Command::SetNx {
+            key: a[0].clone(),
+            value: a[1].clone(),
+        }),
+        "getdel" => Plan::Write(Command::GetDel { key: a[0].clone() }),
+        "msetnx" => {
+            if a.len() % 2 != 0 {
+                return Plan::Reply(wrong_args("msetnx"));
+            }
+            Plan::Write(Command::MSetNx {
+                pairs: a.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect(),
+            })
+        }
         "getset" => Plan::Write(Command::Set {
             key: a[0].clone(),
             value: a[1].clone(),

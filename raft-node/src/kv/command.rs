@@ -95,6 +95,23 @@ pub enum Command {
         /// NX / XX / GT / LT.
         cond: ExpireCond,
     },
+    /// `SETNX key value`: set if absent; answers 1 or 0.
+    SetNx {
+        /// The key.
+        key: Bytes,
+        /// The value.
+        value: Bytes,
+    },
+    /// `GETDEL key`: the value, and the key is gone.
+    GetDel {
+        /// The key.
+        key: Bytes,
+    },
+    /// `MSETNX key value...`: all of them if none exists; answers 1 or 0.
+    MSetNx {
+        /// The pairs, in order.
+        pairs: Vec<(Bytes, Bytes)>,
+    },
     /// `EXEC`: the operations queued since `MULTI`, applied at once.
     Multi {
         /// In the order queued.
@@ -110,6 +127,9 @@ const OP_APPEND: u8 = 5;
 const OP_CAS: u8 = 6;
 const OP_EXPIRE: u8 = 7;
 const OP_MULTI: u8 = 8;
+const OP_SETNX: u8 = 9;
+const OP_GETDEL: u8 = 10;
+const OP_MSETNX: u8 = 11;
 
 const SET_NX: u8 = 1;
 const SET_XX: u8 = 2;
@@ -208,6 +228,23 @@ pub(super) fn put_command(out: &mut BytesMut, cmd: &Command) {
         Command::Multi { ops } => {
             out.put_u8(OP_MULTI);
             put_ops(out, ops);
+        }
+        Command::SetNx { key, value } => {
+            out.put_u8(OP_SETNX);
+            put_bytes(out, key);
+            put_bytes(out, value);
+        }
+        Command::GetDel { key } => {
+            out.put_u8(OP_GETDEL);
+            put_bytes(out, key);
+        }
+        Command::MSetNx { pairs } => {
+            out.put_u8(OP_MSETNX);
+            put_varint(out, pairs.len() as u64);
+            for (k, v) in pairs {
+                put_bytes(out, k);
+                put_bytes(out, v);
+            }
         }
     }
 }
@@ -310,6 +347,18 @@ pub(super) fn read_command(r: &mut Reader, top: bool) -> Result<Command, DecodeE
             Command::Expire { key, at_ms, cond }
         }
         OP_MULTI if top => Command::Multi { ops: read_ops(r)? },
+        OP_SETNX => Command::SetNx {
+            key: r.bytes()?,
+            value: r.bytes()?,
+        },
+        OP_GETDEL => Command::GetDel { key: r.bytes()? },
+        OP_MSETNX => {
+            let n = r.count()?;
+            let pairs = (0..n)
+                .map(|_| Ok((r.bytes()?, r.bytes()?)))
+                .collect::<Result<_, DecodeError>>()?;
+            Command::MSetNx { pairs }
+        }
         op => return Err(DecodeError(format!("unknown opcode {op}"))),
     })
 }

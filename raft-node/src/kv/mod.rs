@@ -307,6 +307,25 @@ impl Store {
                 self.put(key, joined.freeze(), expiry);
                 Reply::Int(len)
             }
+            Command::SetNx { key, value } => {
+                if self.map.contains_key(&key) {
+                    return Reply::Int(0);
+                }
+                self.put(key, value, None);
+                Reply::Int(1)
+            }
+            Command::GetDel { key } => self
+                .remove(&key)
+                .map_or(Reply::Nil, |e| Reply::Bulk(e.value)),
+            Command::MSetNx { pairs } => {
+                if pairs.iter().any(|(k, _)| self.map.contains_key(k)) {
+                    return Reply::Int(0);
+                }
+                for (k, v) in pairs {
+                    self.put(k, v, None);
+                }
+                Reply::Int(1)
+            }
             Command::Multi { ops } => {
                 // One record: every operation sees the map as the previous one left it.
                 let replies = ops
@@ -527,6 +546,14 @@ mod tests {
                 key: b("a"),
                 at_ms: None,
                 cond: ExpireCond::Always,
+            },
+            Command::SetNx {
+                key: b("s"),
+                value: b("1"),
+            },
+            Command::GetDel { key: b("s") },
+            Command::MSetNx {
+                pairs: vec![(b("x"), b("1")), (b("y"), b("2"))],
             },
         ]
     }
