@@ -375,7 +375,7 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
         }),
         "getdel" => Plan::Write(Command::GetDel { key: a[0].clone() }),
         "msetnx" => {
-            if a.len() % 2 != 0 {
+            if !a.len().is_multiple_of(2) {
                 return Plan::Reply(wrong_args("msetnx"));
             }
             Plan::Write(Command::MSetNx {

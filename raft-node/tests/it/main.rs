@@ -69,7 +69,9 @@ fn kv_commands_on_the_leader_and_through_a_follower() {
     assert_eq!(c.cmd(&["MSETNX", "m1", "a", "m2", "b"]), Value::Int(1));
     assert_eq!(c.cmd(&["MSETNX", "m2", "c", "m3", "d"]), Value::Int(0));
     assert_eq!(c.cmd(&["EXISTS", "m3"]), Value::Int(0), "all or nothing");
-    assert!(c.cmd(&["MSETNX", "m4", "a", "m5"]).is_error("ERR wrong number"));
+    assert!(c
+        .cmd(&["MSETNX", "m4", "a", "m5"])
+        .is_error("ERR wrong number"));
     assert_eq!(c.cmd(&["DEL", "m1", "m2"]), Value::Int(2));
     assert!(matches!(c.cmd(&["TIME"]), Value::Array(t) if t.len() == 2));
     match c.cmd(&["SCAN", "0", "MATCH", "t", "COUNT", "1000"]) {
