@@ -17,7 +17,7 @@ pub mod codec;
 pub mod config;
 #[cfg(feature = "driver")]
 pub mod driver;
-#[cfg(feature = "testing")]
+#[cfg(feature = "dsim")]
 pub mod dsim;
 pub mod io;
 pub mod mem;

@@ -262,7 +262,7 @@ fn sim(args: &[String]) -> Result<(), String> {
         "-p",
         "raft-core",
         "--features",
-        "testing",
+        if driver { "dsim" } else { "testing" },
         "--bin",
         bin,
         "--",

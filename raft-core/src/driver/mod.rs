@@ -24,7 +24,6 @@ mod waiters;
 
 pub use outcome::{Committed, Uncertain, WriteError};
 pub use session::WriteSession;
-use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
@@ -288,7 +287,7 @@ impl Node {
             parts,
             out: Outputs::default(),
             cache: LogCache::new(log_state.end.offset),
-            responders: BTreeMap::new(),
+            responders: Default::default(),
             next_inbound: 1,
             waiters: Waiters::default(),
             apply_sent: applied,
@@ -303,7 +302,7 @@ impl Node {
             metrics: metrics.clone(),
             failed: None,
             shutdown: None,
-            reads: BTreeMap::new(),
+            reads: Default::default(),
             next_read: 1,
             sessions: Default::default(),
             truncations: Default::default(),
@@ -328,12 +327,7 @@ impl Node {
     /// what each error means and which ones are safe to retry.
     pub async fn propose(&self, payload: Bytes) -> Result<Committed, WriteError> {
         let (reply, rx) = oneshot::channel();
-        let writes = vec![(payload, reply)];
-        self.submit(Command::Propose {
-            writes,
-            order: None,
-        })
-        .await?;
+        self.submit(Command::ProposeOne { payload, reply }).await?;
         rx.await
             .unwrap_or(Err(WriteError::Unknown(Uncertain::Stopped)))
     }

@@ -1,7 +1,8 @@
 //! The task that owns the [`Replica`]: steps it with commands, inbound RPCs, completions and
 //! timer ticks, and carries out its outputs (log and election writes, messages, applies).
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +35,7 @@ pub(super) struct ReplicaTask {
     pub(super) parts: Parts,
     pub(super) out: Outputs,
     pub(super) cache: LogCache,
-    pub(super) responders: BTreeMap<u64, oneshot::Sender<Response>>,
+    pub(super) responders: FixedMap<oneshot::Sender<Response>>,
     pub(super) next_inbound: u64,
     pub(super) waiters: Waiters,
     /// Records below this were handed to the applier.
@@ -52,7 +53,7 @@ pub(super) struct ReplicaTask {
     pub(super) metrics: Arc<Metrics>,
     pub(super) failed: Option<String>,
     pub(super) shutdown: Option<(tokio::time::Instant, oneshot::Sender<()>)>,
-    pub(super) reads: BTreeMap<u64, oneshot::Sender<Result<ReadPermit, ReadError>>>,
+    pub(super) reads: FixedMap<oneshot::Sender<Result<ReadPermit, ReadError>>>,
     pub(super) next_read: u64,
     /// Truncations of the log, with when the writes they orphaned stop waiting.
     pub(super) truncations: std::collections::VecDeque<(tokio::time::Instant, Offset)>,
@@ -61,6 +62,11 @@ pub(super) struct ReplicaTask {
     /// The caller of a leadership transfer in progress.
     pub(super) transfer: Option<oneshot::Sender<Result<(), TransferError>>>,
 }
+
+/// A map by request number with a fixed hasher: it keeps its capacity (no allocation per
+/// request, unlike a `BTreeMap` that empties and fills), and its order depends only on what
+/// was inserted (unlike `RandomState`'s), so a seeded run replays exactly.
+pub(super) type FixedMap<V> = HashMap<u64, V, BuildHasherDefault<DefaultHasher>>;
 
 /// What woke the task.
 enum Wake {
@@ -214,6 +220,9 @@ impl ReplicaTask {
     pub(super) fn command(&mut self, cmd: Command) {
         match cmd {
             Command::Propose { writes, order } => self.propose(writes, order),
+            Command::ProposeOne { payload, reply } => {
+                self.propose(std::iter::once((payload, reply)), None)
+            }
             Command::Write { writes, order } => self.write(writes, order),
             Command::Read { mode, reply } => self.read(mode, reply),
             Command::Status { reply } => {
@@ -254,7 +263,11 @@ impl ReplicaTask {
     /// A batch of a write session older than one this replica already proposed arrived late
     /// (its forwarder gave up on it): it is dropped unproposed, so it cannot land after the
     /// later one.
-    pub(super) fn propose(&mut self, writes: Vec<(Bytes, Reply)>, order: Option<WriteOrder>) {
+    pub(super) fn propose(
+        &mut self,
+        writes: impl IntoIterator<Item = (Bytes, Reply)>,
+        order: Option<WriteOrder>,
+    ) {
         let admission = match order {
             Some(o) if !self.options.test_ignore_write_sessions => self.sessions.admits(o),
             _ => Admission::Admitted,
@@ -423,7 +436,7 @@ impl ReplicaTask {
             self.applied = id.offset.next();
             // The applied record is committed: a waiter of another epoch at its offset waited
             // for a record that can now never commit.
-            for (epoch, w) in self.waiters.take(id.offset) {
+            while let Some((epoch, w)) = self.waiters.pop_at(id.offset) {
                 let result = if epoch == id.epoch {
                     Ok(Committed {
                         id,

@@ -26,6 +26,11 @@ pub(super) enum Command {
         writes: Vec<(Bytes, Reply)>,
         order: Option<WriteOrder>,
     },
+    /// One write proposed here (`Node::propose`): no batch to allocate on the hottest path.
+    ProposeOne {
+        payload: Bytes,
+        reply: Reply,
+    },
     Status {
         reply: oneshot::Sender<Status>,
     },

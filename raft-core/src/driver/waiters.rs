@@ -33,23 +33,27 @@ impl Waiters {
         }
     }
 
-    /// Removes and returns every waiter at `offset`.
-    pub(super) fn take(&mut self, offset: Offset) -> Vec<(Epoch, Reply)> {
-        let mut taken = Vec::new();
-        while let Some((first, _, _)) = self.0.front() {
-            if *first != offset {
-                break;
+    /// Removes and returns the first waiter at `offset`; called until `None` to take them all.
+    /// Allocates nothing: it runs for every applied record.
+    pub(super) fn pop_at(&mut self, offset: Offset) -> Option<(Epoch, Reply)> {
+        match self.0.front() {
+            Some((first, _, _)) if *first == offset => self.0.pop_front().map(|(_, e, r)| (e, r)),
+            Some((first, _, _)) if *first < offset => {
+                // Past a waiter that never applied: search, leaving the ones below.
+                let i = self.0.partition_point(|(o, _, _)| *o < offset);
+                match self.0.get(i) {
+                    Some((o, _, _)) if *o == offset => self.0.remove(i).map(|(_, e, r)| (e, r)),
+                    _ => None,
+                }
             }
-            let (_, e, r) = self.0.pop_front().expect("front exists");
-            taken.push((e, r));
+            _ => None,
         }
-        if taken.is_empty() && self.0.front().is_some_and(|(o, _, _)| *o < offset) {
-            // Past a waiter that never applied: search, leaving the ones below.
-            let from = self.0.partition_point(|(o, _, _)| *o < offset);
-            let to = self.0.partition_point(|(o, _, _)| *o <= offset);
-            taken = self.0.drain(from..to).map(|(_, e, r)| (e, r)).collect();
-        }
-        taken
+    }
+
+    /// Removes and returns every waiter at `offset`.
+    #[cfg(test)]
+    pub(super) fn take(&mut self, offset: Offset) -> Vec<(Epoch, Reply)> {
+        std::iter::from_fn(|| self.pop_at(offset)).collect()
     }
 
     /// Removes and returns the waiters at or above `from`, in offset order.

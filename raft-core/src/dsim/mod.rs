@@ -7,7 +7,7 @@
 //! whenever every task waits), a network whose delays and losses come from a seeded PRNG
 //! ([`crate::mem::transport::LinkModel`]), and a driver whose own choices are deterministic
 //! (its task polls its sources in rotation rather than `tokio::select!`'s random order, and
-//! keeps its maps ordered). `cargo xtask sim --driver --seed S` replays a run.
+//! keeps its maps on a fixed hasher). `cargo xtask sim --driver --seed S` replays a run.
 //!
 //! A run: clients on every replica (pipelined batches of counter increments, register writes
 //! and compare-and-sets; reads in every mode) while faults come and go (partitions, one-way
