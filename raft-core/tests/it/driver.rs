@@ -104,23 +104,80 @@ pub(crate) fn test_config(id: ReplicaId, voters: &[ReplicaId]) -> Config {
 }
 
 pub(crate) async fn start_node(net: &MemNetwork, cfg: Config) -> TestNode {
-    let sm = Arc::new(Recorder::default());
-    let id = cfg.id;
+    let options = DriverOptions {
+        seed: u64::from(cfg.id.0) * 7919,
+        ..DriverOptions::default()
+    };
+    start_on(
+        net,
+        cfg,
+        Arc::new(MemLog::new()),
+        Arc::new(MemElectionStore::new()),
+        options,
+    )
+    .await
+}
+
+/// Starts a node on the given stores (kept by the caller to restart it on them) with a fresh
+/// state machine.
+pub(crate) async fn start_on(
+    net: &MemNetwork,
+    cfg: Config,
+    log: Arc<dyn raft_core::io::LogStore>,
+    election: Arc<MemElectionStore>,
+    options: DriverOptions,
+) -> TestNode {
+    start_with_sm(
+        net,
+        cfg,
+        log,
+        election,
+        Arc::new(Recorder::default()),
+        options,
+    )
+    .await
+}
+
+/// As [`start_on`], with a given state machine (one that outlives a restart).
+pub(crate) async fn start_with_sm(
+    net: &MemNetwork,
+    cfg: Config,
+    log: Arc<dyn raft_core::io::LogStore>,
+    election: Arc<MemElectionStore>,
+    sm: Arc<Recorder>,
+    options: DriverOptions,
+) -> TestNode {
     let parts = Parts {
-        log: Arc::new(MemLog::new()),
-        election: Arc::new(MemElectionStore::new()),
-        transport: Arc::new(net.endpoint(id)),
+        log,
+        election,
+        transport: Arc::new(net.endpoint(cfg.id)),
         state_machine: sm.clone(),
         snapshots: Arc::new(MemSnapshots::new()),
-    };
-    let options = DriverOptions {
-        seed: u64::from(id.0) * 7919,
-        ..DriverOptions::default()
     };
     let node = Node::start(cfg.validate().unwrap(), parts, options)
         .await
         .unwrap();
     TestNode { node, sm }
+}
+
+/// Three voters whose stores the test keeps, to restart a node on them.
+pub(crate) async fn start_restartable(
+    net: &MemNetwork,
+    voters: &[ReplicaId],
+    seed: u64,
+) -> (Vec<TestNode>, Vec<Arc<MemLog>>, Vec<Arc<MemElectionStore>>) {
+    let (mut nodes, mut logs, mut elections) = (Vec::new(), Vec::new(), Vec::new());
+    for id in voters {
+        let (log, election) = (Arc::new(MemLog::new()), Arc::new(MemElectionStore::new()));
+        logs.push(log.clone());
+        elections.push(election.clone());
+        let options = DriverOptions {
+            seed: u64::from(id.0) * seed,
+            ..DriverOptions::default()
+        };
+        nodes.push(start_on(net, test_config(*id, voters), log, election, options).await);
+    }
+    (nodes, logs, elections)
 }
 
 pub(crate) async fn start_cluster(net: &MemNetwork, n: u32) -> Vec<TestNode> {
@@ -406,29 +463,7 @@ impl raft_core::io::LogStore for SlowAppends {
 async fn restarted_follower_applies_records_its_store_has_not_written_yet() {
     let net = MemNetwork::new();
     let voters: Vec<ReplicaId> = (1..=3).map(ReplicaId).collect();
-    let mut nodes = Vec::new();
-    let mut logs = Vec::new();
-    let mut elections = Vec::new();
-    for id in &voters {
-        let (log, election) = (Arc::new(MemLog::new()), Arc::new(MemElectionStore::new()));
-        logs.push(log.clone());
-        elections.push(election.clone());
-        let sm = Arc::new(Recorder::default());
-        let parts = Parts {
-            log,
-            election,
-            transport: Arc::new(net.endpoint(*id)),
-            state_machine: sm.clone(),
-            snapshots: Arc::new(MemSnapshots::new()),
-        };
-        let options = DriverOptions {
-            seed: u64::from(id.0) * 31,
-            ..DriverOptions::default()
-        };
-        let cfg = test_config(*id, &voters).validate().unwrap();
-        let node = Node::start(cfg, parts, options).await.unwrap();
-        nodes.push(TestNode { node, sm });
-    }
+    let (mut nodes, logs, elections) = start_restartable(&net, &voters, 31).await;
     let leader = wait_for_leader(&nodes, None).await;
     for i in 0..50u32 {
         nodes[leader]
@@ -448,23 +483,13 @@ async fn restarted_follower_applies_records_its_store_has_not_written_yet() {
             .await
             .expect("write commits");
     }
-    let sm = Arc::new(Recorder::default());
-    let parts = Parts {
-        log: Arc::new(SlowAppends(logs[f].clone())),
-        election: elections[f].clone(),
-        transport: Arc::new(net.endpoint(voters[f])),
-        state_machine: sm.clone(),
-        snapshots: Arc::new(MemSnapshots::new()),
-    };
-    let cfg = test_config(voters[f], &voters).validate().unwrap();
     let options = DriverOptions {
         seed: 99,
         ..DriverOptions::default()
     };
-    nodes[f] = TestNode {
-        node: Node::start(cfg, parts, options).await.unwrap(),
-        sm,
-    };
+    let slow = Arc::new(SlowAppends(logs[f].clone()));
+    let cfg = test_config(voters[f], &voters);
+    nodes[f] = start_on(&net, cfg, slow, elections[f].clone(), options).await;
     for i in 0..50u32 {
         nodes[leader]
             .node

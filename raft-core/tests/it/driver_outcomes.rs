@@ -7,12 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use raft_core::driver::{DriverOptions, Node, Parts, ReadMode, WriteError};
+use raft_core::driver::{DriverOptions, ReadMode, WriteError};
 use raft_core::mem::transport::MemNetwork;
-use raft_core::mem::{MemElectionStore, MemLog, MemSnapshots};
+use raft_core::mem::{MemElectionStore, MemLog};
 use raft_core::{Offset, ReplicaId, Role};
 
-use super::driver::{start_cluster, start_node, test_config, wait_for_leader, Recorder, TestNode};
+use super::driver::{
+    start_cluster, start_node, start_on, start_restartable, start_with_sm, test_config,
+    wait_for_leader, TestNode,
+};
 
 /// Waits (bounded) until `node`'s state machine holds `payload`.
 async fn wait_applied(node: &TestNode, payload: &[u8]) {
@@ -120,29 +123,7 @@ async fn a_forwarded_write_whose_answer_is_lost_is_unknown_not_refused() {
 async fn a_restarted_replica_serves_reads_without_a_new_write() {
     let net = MemNetwork::new();
     let voters: Vec<ReplicaId> = (1..=3).map(ReplicaId).collect();
-    let mut nodes = Vec::new();
-    let mut logs = Vec::new();
-    let mut elections = Vec::new();
-    for id in &voters {
-        let (log, election) = (Arc::new(MemLog::new()), Arc::new(MemElectionStore::new()));
-        logs.push(log.clone());
-        elections.push(election.clone());
-        let sm = Arc::new(Recorder::default());
-        let parts = Parts {
-            log,
-            election,
-            transport: Arc::new(net.endpoint(*id)),
-            state_machine: sm.clone(),
-            snapshots: Arc::new(MemSnapshots::new()),
-        };
-        let options = DriverOptions {
-            seed: u64::from(id.0) * 131,
-            ..DriverOptions::default()
-        };
-        let cfg = test_config(*id, &voters).validate().unwrap();
-        let node = Node::start(cfg, parts, options).await.unwrap();
-        nodes.push(TestNode { node, sm });
-    }
+    let (mut nodes, logs, elections) = start_restartable(&net, &voters, 131).await;
     let leader = wait_for_leader(&nodes, None).await;
     for i in 0..20u32 {
         nodes[leader]
@@ -155,23 +136,13 @@ async fn a_restarted_replica_serves_reads_without_a_new_write() {
     wait_applied(&nodes[f], b"w19").await;
     nodes[f].node.shutdown().await;
 
-    let sm = nodes[f].sm.clone();
-    let parts = Parts {
-        log: logs[f].clone(),
-        election: elections[f].clone(),
-        transport: Arc::new(net.endpoint(voters[f])),
-        state_machine: sm.clone(),
-        snapshots: Arc::new(MemSnapshots::new()),
-    };
-    let cfg = test_config(voters[f], &voters).validate().unwrap();
     let options = DriverOptions {
         seed: 7,
         ..DriverOptions::default()
     };
-    nodes[f] = TestNode {
-        node: Node::start(cfg, parts, options).await.unwrap(),
-        sm,
-    };
+    let (log, election, sm) = (logs[f].clone(), elections[f].clone(), nodes[f].sm.clone());
+    let cfg = test_config(voters[f], &voters);
+    nodes[f] = start_with_sm(&net, cfg, log, election, sm, options).await;
     let read = tokio::time::timeout(
         Duration::from_secs(10),
         nodes[f].node.read(ReadMode::Linearizable),
@@ -214,23 +185,13 @@ async fn a_late_batch_of_a_session_is_dropped_not_applied_after_a_later_one() {
         let mut cfg = test_config(*id, &voters);
         // Long enough that held fetches do not start an election.
         cfg.fetch_timeout = Duration::from_secs(5);
-        let sm = Arc::new(Recorder::default());
-        let parts = Parts {
-            log: Arc::new(MemLog::new()),
-            election: Arc::new(MemElectionStore::new()),
-            transport: Arc::new(net.endpoint(*id)),
-            state_machine: sm.clone(),
-            snapshots: Arc::new(MemSnapshots::new()),
-        };
         let options = DriverOptions {
             seed: u64::from(id.0) * 17,
             forward_timeout: Duration::from_millis(500),
             ..DriverOptions::default()
         };
-        let node = Node::start(cfg.validate().unwrap(), parts, options)
-            .await
-            .unwrap();
-        nodes.push(TestNode { node, sm });
+        let (log, election) = (Arc::new(MemLog::new()), Arc::new(MemElectionStore::new()));
+        nodes.push(start_on(&net, cfg, log, election, options).await);
     }
     let leader = wait_for_leader(&nodes, None).await;
     let follower = (leader + 1) % 3;
