@@ -1,0 +1,148 @@
+//! The data commands whose arguments take more than a line to check: `SET` and its options,
+//! `SCAN`, and the `EXPIRE` family.
+
+use bytes::Bytes;
+
+use super::{lower, not_integer, syntax, wrong_args, Context, Plan, ReadOp};
+use crate::kv::{parse_i64, Command, ExpireCond, SetCond};
+use crate::resp::Reply;
+
+pub(super) fn set(ctx: &Context<'_>, a: &[Bytes]) -> Plan {
+    let [key, value, ..] = a else {
+        return Plan::Reply(wrong_args("set"));
+    };
+    let (key, value) = (key.clone(), value.clone());
+    let mut cond = SetCond::Always;
+    let mut get = false;
+    let mut expire_at_ms = None;
+    let mut keep_ttl = false;
+    let mut i = 2;
+    while i < a.len() {
+        let opt = lower(&a[i][..a[i].len().min(16)]);
+        match opt.as_str() {
+            "nx" if cond == SetCond::Always => cond = SetCond::IfAbsent,
+            "xx" if cond == SetCond::Always => cond = SetCond::IfPresent,
+            "get" if !get => get = true,
+            "keepttl" if expire_at_ms.is_none() && !keep_ttl => keep_ttl = true,
+            "ex" | "px" | "exat" | "pxat" if expire_at_ms.is_none() && !keep_ttl => {
+                let Some(arg) = a.get(i + 1) else {
+                    return Plan::Reply(syntax());
+                };
+                let Some(n) = parse_i64(arg) else {
+                    return Plan::Reply(not_integer());
+                };
+                match expiry(&opt, n, ctx.now_ms) {
+                    Some(at) => expire_at_ms = Some(at),
+                    None => return Plan::Reply(Reply::err("invalid expire time in 'set' command")),
+                }
+                i += 1;
+            }
+            _ => return Plan::Reply(syntax()),
+        }
+        i += 1;
+    }
+    Plan::Write(Command::Set {
+        key,
+        value,
+        cond,
+        get,
+        expire_at_ms,
+        keep_ttl,
+    })
+}
+
+/// The absolute expiry of an `EX`/`PX`/`EXAT`/`PXAT` option, stamped here on the proposing
+/// node so that every replica applies the same time.
+/// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]`.
+pub(super) fn scan(a: &[Bytes]) -> Plan {
+    let Some(cursor) = std::str::from_utf8(&a[0])
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    else {
+        return Plan::Reply(Reply::err("invalid cursor"));
+    };
+    let (mut pattern, mut count, mut string_only) = (None, 10usize, None);
+    let mut i = 1;
+    while i < a.len() {
+        let Some(arg) = a.get(i + 1) else {
+            return Plan::Reply(syntax());
+        };
+        match lower(&a[i][..a[i].len().min(8)]).as_str() {
+            "match" => pattern = Some(arg.clone()),
+            "count" => match parse_i64(arg) {
+                Some(n) if n > 0 => count = (n as usize).min(100_000),
+                Some(_) => return Plan::Reply(syntax()),
+                None => return Plan::Reply(not_integer()),
+            },
+            "type" => string_only = Some(lower(arg) == "string"),
+            _ => return Plan::Reply(syntax()),
+        }
+        i += 2;
+    }
+    Plan::Read(ReadOp::Scan {
+        cursor,
+        pattern,
+        count,
+        string_only,
+    })
+}
+
+/// `EXPIRE key seconds [NX|XX|GT|LT]` and its millisecond and absolute-time forms. A time in
+/// the past deletes the key when applied; one beyond what a `u64` of milliseconds holds is
+/// refused, as Redis refuses it.
+pub(super) fn expire(ctx: &Context<'_>, name: &str, a: &[Bytes]) -> Plan {
+    let Some(n) = parse_i64(&a[1]) else {
+        return Plan::Reply(not_integer());
+    };
+    let mut cond = ExpireCond::Always;
+    for opt in &a[2..] {
+        let next = match lower(&opt[..opt.len().min(8)]).as_str() {
+            "nx" => ExpireCond::IfNone,
+            "xx" => ExpireCond::IfSome,
+            "gt" => ExpireCond::IfLater,
+            "lt" => ExpireCond::IfEarlier,
+            _ => {
+                return Plan::Reply(Reply::err(format!(
+                    "Unsupported option {}",
+                    String::from_utf8_lossy(opt)
+                )))
+            }
+        };
+        if cond != ExpireCond::Always && cond != next {
+            return Plan::Reply(Reply::err(
+                "NX and XX, GT or LT options at the same time are not compatible",
+            ));
+        }
+        cond = next;
+    }
+    let n = i128::from(n);
+    let at = match name {
+        "expire" => i128::from(ctx.now_ms) + n * 1000,
+        "pexpire" => i128::from(ctx.now_ms) + n,
+        "expireat" => n * 1000,
+        _ => n,
+    };
+    let Ok(at_ms) = u64::try_from(at.max(0)) else {
+        return Plan::Reply(Reply::err(format!(
+            "invalid expire time in '{name}' command"
+        )));
+    };
+    Plan::Write(Command::Expire {
+        key: a[0].clone(),
+        at_ms: Some(at_ms),
+        cond,
+    })
+}
+
+pub(super) fn expiry(opt: &str, n: i64, now_ms: u64) -> Option<u64> {
+    if n <= 0 {
+        return None;
+    }
+    let n = n as u64;
+    match opt {
+        "ex" => n.checked_mul(1000)?.checked_add(now_ms),
+        "px" => n.checked_add(now_ms),
+        "exat" => n.checked_mul(1000),
+        _ => Some(n),
+    }
+}

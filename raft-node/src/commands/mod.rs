@@ -1,0 +1,465 @@
+//! Turning a client request into a plan: a reply right away, a replicated write, a local read,
+//! or an admin call that needs the node's status. Everything here is pure and checks all
+//! arguments before anything is proposed, so a bad request is refused whole and nothing is
+//! applied partially.
+//!
+//! This file holds the plan types, the dispatch and the connection commands; `table` the
+//! command table with `COMMAND` and `CONFIG GET`; `args` the data commands with long argument
+//! lists (`SET`, `SCAN`, the `EXPIRE` family).
+
+use bytes::Bytes;
+
+use crate::config::ReadMode;
+use crate::kv::{parse_i64, Command, ExpireCond, SetCond, TxOp, TxRead};
+use crate::resp::{Proto, Reply};
+
+mod args;
+mod table;
+#[cfg(test)]
+mod tests;
+
+use self::args::{expire, expiry, scan, set};
+use self::table::{command, config, lookup};
+
+/// Per-connection state the commands read and change.
+#[derive(Debug)]
+pub struct Conn {
+    /// The connection's id (`CLIENT ID`).
+    pub id: u64,
+    /// Whether `AUTH` succeeded (always true without a password).
+    pub authed: bool,
+    /// How this connection's reads are served.
+    pub read_mode: ReadMode,
+    /// `CLIENT SETNAME`.
+    pub name: Option<Bytes>,
+    /// The protocol chosen with `HELLO` (RESP2 until then).
+    pub proto: Proto,
+    /// The commands queued since `MULTI`, if a transaction is open (see `multi`).
+    pub multi: Option<Vec<TxOp>>,
+    /// Whether a command was refused while queueing: `EXEC` then applies nothing.
+    pub multi_failed: bool,
+}
+
+/// A read of the local map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadOp {
+    /// `GET`.
+    Get(Bytes),
+    /// `MGET`.
+    MGet(Vec<Bytes>),
+    /// `EXISTS`.
+    Exists(Vec<Bytes>),
+    /// `STRLEN`.
+    StrLen(Bytes),
+    /// `DBSIZE`.
+    DbSize,
+    /// `TTL` (seconds) or `PTTL` (milliseconds).
+    Ttl(Bytes, bool),
+    /// `TYPE`.
+    Type(Bytes),
+    /// `KEYS pattern`.
+    Keys(Bytes),
+    /// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]`; `None` as the type filter means any,
+    /// and a filter other than `string` finds nothing (every value is a string).
+    Scan {
+        /// Where to resume.
+        cursor: u64,
+        /// The glob keys must match.
+        pattern: Option<Bytes>,
+        /// How many keys to look at, about.
+        count: usize,
+        /// Only keys of this type.
+        string_only: Option<bool>,
+    },
+}
+
+impl ReadOp {
+    /// The read as the state machine answers it (inside a transaction too); `None` for the
+    /// key-space walks, which the server answers itself.
+    pub fn as_tx(&self) -> Option<TxRead> {
+        Some(match self {
+            ReadOp::Get(k) => TxRead::Get(k.clone()),
+            ReadOp::MGet(keys) => TxRead::MGet(keys.clone()),
+            ReadOp::Exists(keys) => TxRead::Exists(keys.clone()),
+            ReadOp::StrLen(k) => TxRead::StrLen(k.clone()),
+            ReadOp::DbSize => TxRead::DbSize,
+            ReadOp::Ttl(k, ms) => TxRead::Ttl(k.clone(), *ms),
+            ReadOp::Type(k) => TxRead::Type(k.clone()),
+            ReadOp::Keys(_) | ReadOp::Scan { .. } => return None,
+        })
+    }
+}
+
+/// A call that needs the node's live status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminOp {
+    /// `INFO [section...]`, lower-cased.
+    Info(Vec<String>),
+    /// `RAFT STATUS`.
+    RaftStatus,
+    /// `RAFT DESCRIBE`.
+    RaftDescribe,
+    /// `RAFT TRANSFER <replica id>`: hand leadership to that voter (on the leader).
+    RaftTransfer(u32),
+    /// `ROLE`, as Redis answers it: the leader is the master, every other replica a slave.
+    Role,
+    /// `HELLO`'s reply, all but the role, which needs the node's status.
+    Hello(Vec<(Reply, Reply)>),
+}
+
+/// What to do with one request.
+#[derive(Debug)]
+pub enum Plan {
+    /// Answer now.
+    Reply(Reply),
+    /// Answer, then close the connection.
+    Close(Reply),
+    /// Propose this write.
+    Write(Command),
+    /// Serve this read after the connection's read barrier.
+    Read(ReadOp),
+    /// Needs the node's status.
+    Admin(AdminOp),
+}
+
+/// Static facts `plan` needs.
+pub struct Context<'a> {
+    /// The `AUTH` password, if any.
+    pub requirepass: Option<&'a str>,
+    /// The wall clock, milliseconds since the Unix epoch.
+    pub now_ms: u64,
+    /// Whether this node serves lease reads (`lease.enabled`).
+    pub lease_reads: bool,
+}
+
+fn lower(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).to_ascii_lowercase()
+}
+
+/// Redis's unknown-command message, with the arguments shortened and made printable.
+fn unknown(args: &[Bytes]) -> Reply {
+    let show = |b: &Bytes| {
+        let s: String = String::from_utf8_lossy(&b[..b.len().min(64)])
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        s
+    };
+    let rest: String = args[1..]
+        .iter()
+        .take(8)
+        .map(|a| format!("'{}' ", show(a)))
+        .collect();
+    Reply::err(format!(
+        "unknown command '{}', with args beginning with: {rest}",
+        show(&args[0])
+    ))
+}
+
+fn wrong_args(name: &str) -> Reply {
+    Reply::err(format!("wrong number of arguments for '{name}' command"))
+}
+
+fn syntax() -> Reply {
+    Reply::err("syntax error")
+}
+
+fn not_integer() -> Reply {
+    Reply::err("value is not an integer or out of range")
+}
+
+/// Compares passwords without stopping at the first difference.
+fn same_password(given: &[u8], expected: &str) -> bool {
+    let e = expected.as_bytes();
+    let diff = given
+        .iter()
+        .zip(e)
+        .fold(given.len() ^ e.len(), |acc, (a, b)| {
+            acc | usize::from(a ^ b)
+        });
+    diff == 0
+}
+
+/// Plans one request (`args` is never empty: the parser skips empty requests).
+pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
+    let Some(first) = args.first() else {
+        return Plan::Reply(Reply::err("empty request"));
+    };
+    let name = lower(&first[..first.len().min(32)]);
+    let Some((arity, flags)) = lookup(&name) else {
+        if !conn.authed {
+            return Plan::Reply(noauth());
+        }
+        return Plan::Reply(unknown(args));
+    };
+    if !conn.authed && !flags.contains(&"no_auth") && name != "ping" {
+        return Plan::Reply(noauth());
+    }
+    let n = args.len() as i64;
+    if (arity >= 0 && n != arity) || (arity < 0 && n < -arity) {
+        return Plan::Reply(wrong_args(&name));
+    }
+    // The arity check above guarantees every argument indexed below exists.
+    let a = &args[1..];
+    match name.as_str() {
+        "ping" => Plan::Reply(match a {
+            [] => Reply::Simple("PONG".into()),
+            [msg] => Reply::Bulk(msg.clone()),
+            _ => wrong_args("ping"),
+        }),
+        "echo" => Plan::Reply(Reply::Bulk(a[0].clone())),
+        "quit" => Plan::Close(Reply::ok()),
+        "auth" => Plan::Reply(auth(conn, ctx, a)),
+        "hello" => match hello(conn, ctx, a) {
+            Reply::Map(fields) => Plan::Admin(AdminOp::Hello(fields)),
+            other => Plan::Reply(other),
+        },
+        "select" => Plan::Reply(match &a[0][..] {
+            b"0" => Reply::ok(),
+            _ => Reply::err("DB index is out of range"),
+        }),
+        "readmode" => Plan::Reply(readmode(conn, ctx, a)),
+        "client" => Plan::Reply(client(conn, a)),
+        "config" => Plan::Reply(config(a)),
+        "command" => Plan::Reply(command(a)),
+        "info" => Plan::Admin(AdminOp::Info(a.iter().map(|s| lower(s)).collect())),
+        "role" => Plan::Admin(AdminOp::Role),
+        "raft" => match lower(&a[0]).as_str() {
+            "status" if a.len() == 1 => Plan::Admin(AdminOp::RaftStatus),
+            "describe" if a.len() == 1 => Plan::Admin(AdminOp::RaftDescribe),
+            "transfer" if a.len() == 2 => match std::str::from_utf8(&a[1])
+                .ok()
+                .and_then(|s| s.parse::<u32>().ok())
+            {
+                Some(id) => Plan::Admin(AdminOp::RaftTransfer(id)),
+                None => Plan::Reply(Reply::err("RAFT TRANSFER needs a replica id")),
+            },
+            _ => Plan::Reply(Reply::err(
+                "unknown RAFT subcommand; try RAFT STATUS, RAFT DESCRIBE or RAFT TRANSFER <id>",
+            )),
+        },
+        "get" => Plan::Read(ReadOp::Get(a[0].clone())),
+        "strlen" => Plan::Read(ReadOp::StrLen(a[0].clone())),
+        "ttl" => Plan::Read(ReadOp::Ttl(a[0].clone(), false)),
+        "type" => Plan::Read(ReadOp::Type(a[0].clone())),
+        "keys" => Plan::Read(ReadOp::Keys(a[0].clone())),
+        "scan" => scan(a),
+        "unlink" => Plan::Write(Command::Del { keys: a.to_vec() }),
+        "setnx" => Plan::Write(Command::SetNx {
+            key: a[0].clone(),
+            value: a[1].clone(),
+        }),
+        "getdel" => Plan::Write(Command::GetDel { key: a[0].clone() }),
+        "msetnx" => {
+            if !a.len().is_multiple_of(2) {
+                return Plan::Reply(wrong_args("msetnx"));
+            }
+            Plan::Write(Command::MSetNx {
+                pairs: a.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect(),
+            })
+        }
+        "getset" => Plan::Write(Command::Set {
+            key: a[0].clone(),
+            value: a[1].clone(),
+            cond: SetCond::Always,
+            get: true,
+            expire_at_ms: None,
+            keep_ttl: false,
+        }),
+        "setex" | "psetex" => {
+            let Some(n) = parse_i64(&a[1]) else {
+                return Plan::Reply(not_integer());
+            };
+            let unit = if name == "setex" { "ex" } else { "px" };
+            match expiry(unit, n, ctx.now_ms) {
+                Some(at) => Plan::Write(Command::Set {
+                    key: a[0].clone(),
+                    value: a[2].clone(),
+                    cond: SetCond::Always,
+                    get: false,
+                    expire_at_ms: Some(at),
+                    keep_ttl: false,
+                }),
+                None => Plan::Reply(Reply::err(format!(
+                    "invalid expire time in '{name}' command"
+                ))),
+            }
+        }
+        "time" => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            Plan::Reply(Reply::Array(vec![
+                Reply::bulk(now.as_secs().to_string()),
+                Reply::bulk(now.subsec_micros().to_string()),
+            ]))
+        }
+        "pttl" => Plan::Read(ReadOp::Ttl(a[0].clone(), true)),
+        "mget" => Plan::Read(ReadOp::MGet(a.to_vec())),
+        "exists" => Plan::Read(ReadOp::Exists(a.to_vec())),
+        "dbsize" => Plan::Read(ReadOp::DbSize),
+        "set" => set(ctx, a),
+        "expire" | "pexpire" | "expireat" | "pexpireat" => expire(ctx, &name, a),
+        "persist" => Plan::Write(Command::Expire {
+            key: a[0].clone(),
+            at_ms: None,
+            cond: ExpireCond::Always,
+        }),
+        "del" => Plan::Write(Command::Del { keys: a.to_vec() }),
+        "incr" => incr(&a[0], 1),
+        "decr" => incr(&a[0], -1),
+        "incrby" => match parse_i64(&a[1]) {
+            Some(d) => incr(&a[0], d),
+            None => Plan::Reply(not_integer()),
+        },
+        "decrby" => match parse_i64(&a[1]).and_then(i64::checked_neg) {
+            Some(d) => incr(&a[0], d),
+            None => Plan::Reply(not_integer()),
+        },
+        "mset" => {
+            if !a.len().is_multiple_of(2) {
+                return Plan::Reply(wrong_args("mset"));
+            }
+            let pairs = a
+                .chunks_exact(2)
+                .map(|p| (p[0].clone(), p[1].clone()))
+                .collect();
+            Plan::Write(Command::MSet { pairs })
+        }
+        "append" => Plan::Write(Command::Append {
+            key: a[0].clone(),
+            value: a[1].clone(),
+        }),
+        "cas" => Plan::Write(Command::Cas {
+            key: a[0].clone(),
+            expected: a[1].clone(),
+            new: a[2].clone(),
+        }),
+        // Every name in COMMANDS has an arm above; this answers like an unknown command should
+        // the table and the match ever disagree.
+        _ => Plan::Reply(unknown(args)),
+    }
+}
+
+fn noauth() -> Reply {
+    Reply::Error("NOAUTH Authentication required.".into())
+}
+
+fn incr(key: &Bytes, delta: i64) -> Plan {
+    Plan::Write(Command::IncrBy {
+        key: key.clone(),
+        delta,
+    })
+}
+
+fn auth(conn: &mut Conn, ctx: &Context<'_>, a: &[Bytes]) -> Reply {
+    let Some(expected) = ctx.requirepass else {
+        return Reply::err(
+            "AUTH <password> called without any password configured for the default user",
+        );
+    };
+    let (user, pass) = match a {
+        [pass] => (&b"default"[..], pass),
+        [user, pass] => (&user[..], pass),
+        _ => return syntax(),
+    };
+    if user == b"default" && same_password(pass, expected) {
+        conn.authed = true;
+        Reply::ok()
+    } else {
+        Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into())
+    }
+}
+
+fn hello(conn: &mut Conn, ctx: &Context<'_>, a: &[Bytes]) -> Reply {
+    let mut rest = a;
+    let mut proto = conn.proto;
+    if let [ver, tail @ ..] = rest {
+        proto = match parse_i64(ver) {
+            Some(2) => Proto::Resp2,
+            Some(3) => Proto::Resp3,
+            Some(_) => {
+                return Reply::Error("NOPROTO sorry, this protocol version is not supported".into())
+            }
+            None => return Reply::err("Protocol version is not an integer or out of range"),
+        };
+        rest = tail;
+    }
+    while let [opt, tail @ ..] = rest {
+        match (lower(opt).as_str(), tail) {
+            ("auth", [user, pass, more @ ..]) => {
+                if let Reply::Error(e) = auth(conn, ctx, &[user.clone(), pass.clone()]) {
+                    return Reply::Error(e);
+                }
+                rest = more;
+            }
+            ("setname", [name, more @ ..]) => {
+                conn.name = Some(name.clone());
+                rest = more;
+            }
+            _ => return syntax(),
+        }
+    }
+    if !conn.authed {
+        return Reply::Error(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
+             HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and \
+             select the RESP protocol version at the same time"
+                .into(),
+        );
+    }
+    // Only a HELLO that succeeds switches the protocol, as in Redis.
+    conn.proto = proto;
+    let kv = |k: &str, v: Reply| (Reply::bulk(k.to_string()), v);
+    let version = match proto {
+        Proto::Resp2 => 2,
+        Proto::Resp3 => 3,
+    };
+    Reply::Map(vec![
+        kv("server", Reply::bulk("redis")),
+        kv("version", Reply::bulk("7.0.0")),
+        kv("proto", Reply::Int(version)),
+        kv("id", Reply::Int(conn.id as i64)),
+        kv("mode", Reply::bulk("standalone")),
+        kv("modules", Reply::Array(Vec::new())),
+    ])
+}
+
+fn readmode(conn: &mut Conn, ctx: &Context<'_>, a: &[Bytes]) -> Reply {
+    match a {
+        [] => Reply::bulk(conn.read_mode.name()),
+        [m] => match ReadMode::parse(&String::from_utf8_lossy(m)) {
+            Some(ReadMode::Lease) if !ctx.lease_reads => Reply::err(
+                "lease reads are not enabled on this node (lease.enabled); use linearizable",
+            ),
+            Some(mode) => {
+                conn.read_mode = mode;
+                Reply::ok()
+            }
+            None => Reply::err("unknown read mode; expected linearizable, lease or sequential"),
+        },
+        _ => wrong_args("readmode"),
+    }
+}
+
+fn client(conn: &mut Conn, a: &[Bytes]) -> Reply {
+    match (lower(&a[0]).as_str(), &a[1..]) {
+        ("id", []) => Reply::Int(conn.id as i64),
+        ("setname", [name]) => {
+            conn.name = Some(name.clone());
+            Reply::ok()
+        }
+        ("getname", []) => conn.name.clone().map_or(Reply::Nil, Reply::Bulk),
+        ("setinfo", [_, _]) => Reply::ok(),
+        ("info" | "list", []) => Reply::bulk(format!(
+            "id={} name={} db=0 readmode={}\n",
+            conn.id,
+            conn.name
+                .as_deref()
+                .map(String::from_utf8_lossy)
+                .unwrap_or_default(),
+            conn.read_mode.name()
+        )),
+        _ => Reply::err("unknown CLIENT subcommand or wrong number of arguments"),
+    }
+}

@@ -1,0 +1,197 @@
+//! What the node tells clients about its commands and settings: the command table (arity,
+//! flags, key positions), `COMMAND` and `CONFIG GET`.
+
+use bytes::Bytes;
+
+use super::lower;
+use crate::resp::Reply;
+
+/// `(name, arity, flags, first key, last key, step)` as `COMMAND` reports them. A negative
+/// arity means "at least".
+type CommandSpec = (&'static str, i64, &'static [&'static str], i64, i64, i64);
+
+/// Every command this server knows.
+pub const COMMANDS: &[CommandSpec] = &[
+    ("append", 3, &["write", "denyoom", "fast"], 1, 1, 1),
+    (
+        "auth",
+        -2,
+        &["noscript", "loading", "stale", "fast", "no_auth"],
+        0,
+        0,
+        0,
+    ),
+    ("cas", 4, &["write", "denyoom", "fast"], 1, 1, 1),
+    (
+        "client",
+        -2,
+        &["admin", "noscript", "loading", "stale"],
+        0,
+        0,
+        0,
+    ),
+    ("command", -1, &["loading", "stale"], 0, 0, 0),
+    (
+        "config",
+        -2,
+        &["admin", "noscript", "loading", "stale"],
+        0,
+        0,
+        0,
+    ),
+    ("dbsize", 1, &["readonly", "fast"], 0, 0, 0),
+    ("decr", 2, &["write", "denyoom", "fast"], 1, 1, 1),
+    (
+        "discard",
+        1,
+        &["noscript", "loading", "stale", "fast"],
+        0,
+        0,
+        0,
+    ),
+    ("decrby", 3, &["write", "denyoom", "fast"], 1, 1, 1),
+    ("del", -2, &["write"], 1, -1, 1),
+    ("echo", 2, &["fast"], 0, 0, 0),
+    ("exec", 1, &["noscript", "loading", "stale"], 0, 0, 0),
+    ("exists", -2, &["readonly", "fast"], 1, -1, 1),
+    ("expire", -3, &["write", "fast"], 1, 1, 1),
+    ("expireat", -3, &["write", "fast"], 1, 1, 1),
+    ("get", 2, &["readonly", "fast"], 1, 1, 1),
+    ("getdel", 2, &["write", "fast"], 1, 1, 1),
+    ("getset", 3, &["write", "denyoom", "fast"], 1, 1, 1),
+    (
+        "hello",
+        -1,
+        &["noscript", "loading", "stale", "fast", "no_auth"],
+        0,
+        0,
+        0,
+    ),
+    ("incr", 2, &["write", "denyoom", "fast"], 1, 1, 1),
+    ("incrby", 3, &["write", "denyoom", "fast"], 1, 1, 1),
+    ("info", -1, &["loading", "stale"], 0, 0, 0),
+    ("keys", 2, &["readonly"], 0, 0, 0),
+    ("mget", -2, &["readonly", "fast"], 1, -1, 1),
+    ("mset", -3, &["write", "denyoom"], 1, -1, 2),
+    ("msetnx", -3, &["write", "denyoom"], 1, -1, 2),
+    (
+        "multi",
+        1,
+        &["noscript", "loading", "stale", "fast"],
+        0,
+        0,
+        0,
+    ),
+    ("persist", 2, &["write", "fast"], 1, 1, 1),
+    ("pexpire", -3, &["write", "fast"], 1, 1, 1),
+    ("pexpireat", -3, &["write", "fast"], 1, 1, 1),
+    ("ping", -1, &["fast", "stale"], 0, 0, 0),
+    ("psetex", 4, &["write", "denyoom"], 1, 1, 1),
+    ("pttl", 2, &["readonly", "fast"], 1, 1, 1),
+    ("quit", -1, &["fast", "no_auth"], 0, 0, 0),
+    ("raft", -2, &["admin", "stale"], 0, 0, 0),
+    ("readmode", -1, &["fast", "stale"], 0, 0, 0),
+    (
+        "role",
+        1,
+        &["noscript", "loading", "stale", "fast"],
+        0,
+        0,
+        0,
+    ),
+    ("scan", -2, &["readonly"], 0, 0, 0),
+    ("select", 2, &["loading", "stale", "fast"], 0, 0, 0),
+    ("set", -3, &["write", "denyoom"], 1, 1, 1),
+    ("setex", 4, &["write", "denyoom"], 1, 1, 1),
+    ("setnx", 3, &["write", "denyoom", "fast"], 1, 1, 1),
+    ("strlen", 2, &["readonly", "fast"], 1, 1, 1),
+    ("time", 1, &["loading", "stale", "fast"], 0, 0, 0),
+    ("ttl", 2, &["readonly", "fast"], 1, 1, 1),
+    ("type", 2, &["readonly", "fast"], 1, 1, 1),
+    ("unlink", -2, &["write", "fast"], 1, -1, 1),
+    (
+        "unwatch",
+        1,
+        &["noscript", "loading", "stale", "fast"],
+        0,
+        0,
+        0,
+    ),
+    (
+        "watch",
+        -2,
+        &["noscript", "loading", "stale", "fast"],
+        1,
+        -1,
+        1,
+    ),
+];
+
+pub(super) fn lookup(name: &str) -> Option<(i64, &'static [&'static str])> {
+    COMMANDS.iter().find(|c| c.0 == name).map(|c| (c.1, c.2))
+}
+
+pub(super) fn command_entry(c: &CommandSpec) -> Reply {
+    Reply::Array(vec![
+        Reply::bulk(c.0.to_string()),
+        Reply::Int(c.1),
+        Reply::Array(c.2.iter().map(|f| Reply::Simple((*f).into())).collect()),
+        Reply::Int(c.3),
+        Reply::Int(c.4),
+        Reply::Int(c.5),
+    ])
+}
+
+/// `CONFIG GET` answers the few settings tools ask for at start (redis-benchmark asks for
+/// `save` and `appendonly`); everything else is managed through the node's own config file.
+pub(super) fn config(a: &[Bytes]) -> Reply {
+    const SETTINGS: &[(&str, &str)] = &[
+        ("save", ""),
+        ("appendonly", "no"),
+        ("databases", "1"),
+        ("maxmemory", "0"),
+    ];
+    match (lower(&a[0]).as_str(), &a[1..]) {
+        ("get", patterns) if !patterns.is_empty() => {
+            let mut out = Vec::new();
+            for (k, v) in SETTINGS {
+                if patterns.iter().any(|p| &p[..] == b"*" || lower(p) == *k) {
+                    out.push((Reply::bulk(*k), Reply::bulk(*v)));
+                }
+            }
+            Reply::Map(out)
+        }
+        ("resetstat", []) => Reply::ok(),
+        _ => Reply::err("only CONFIG GET is supported; the node is configured by its file"),
+    }
+}
+
+pub(super) fn command(a: &[Bytes]) -> Reply {
+    let Some(sub) = a.first() else {
+        return Reply::Array(COMMANDS.iter().map(command_entry).collect());
+    };
+    match (lower(sub).as_str(), &a[1..]) {
+        ("count", []) => Reply::Int(COMMANDS.len() as i64),
+        ("list", _) => Reply::Array(
+            COMMANDS
+                .iter()
+                .map(|c| Reply::bulk(c.0.to_string()))
+                .collect(),
+        ),
+        ("info", names) => Reply::Array(
+            names
+                .iter()
+                .map(|n| {
+                    let n = lower(n);
+                    COMMANDS
+                        .iter()
+                        .find(|c| c.0 == n)
+                        .map_or(Reply::Nil, command_entry)
+                })
+                .collect(),
+        ),
+        // redis-cli asks for documentation to show hints; having none is a valid answer.
+        ("docs", _) => Reply::Array(Vec::new()),
+        _ => Reply::err("unknown COMMAND subcommand; try COMMAND COUNT, LIST, INFO or DOCS"),
+    }
+}

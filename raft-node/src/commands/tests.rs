@@ -1,0 +1,182 @@
+//! Tests of request planning.
+
+use super::*;
+
+fn run(conn: &mut Conn, pass: Option<&str>, line: &str) -> Plan {
+    let args: Vec<Bytes> = line
+        .split_whitespace()
+        .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+        .collect();
+    let ctx = Context {
+        requirepass: pass,
+        now_ms: 1_000,
+        lease_reads: false,
+    };
+    plan(conn, &ctx, &args)
+}
+
+fn conn(authed: bool) -> Conn {
+    Conn {
+        id: 1,
+        authed,
+        read_mode: ReadMode::Linearizable,
+        name: None,
+        proto: Proto::Resp2,
+        multi: None,
+        multi_failed: false,
+    }
+}
+
+fn reply(p: Plan) -> Reply {
+    match p {
+        Plan::Reply(r) | Plan::Close(r) => r,
+        other => panic!("not a reply: {other:?}"),
+    }
+}
+
+#[test]
+fn set_options_become_an_absolute_expiry() {
+    let mut c = conn(true);
+    match run(&mut c, None, "SET k v NX GET EX 10") {
+        Plan::Write(Command::Set {
+            cond,
+            get,
+            expire_at_ms,
+            ..
+        }) => {
+            assert_eq!(cond, SetCond::IfAbsent);
+            assert!(get);
+            assert_eq!(expire_at_ms, Some(11_000));
+        }
+        other => panic!("{other:?}"),
+    }
+    for bad in [
+        "SET k v NX XX",
+        "SET k v EX",
+        "SET k v EX 1 PX 1",
+        "SET k v FOO",
+    ] {
+        assert_eq!(reply(run(&mut c, None, bad)), syntax(), "{bad}");
+    }
+    assert_eq!(
+        reply(run(&mut c, None, "SET k v EX 0")),
+        Reply::err("invalid expire time in 'set' command")
+    );
+    assert_eq!(reply(run(&mut c, None, "SET k v EX x")), not_integer());
+}
+
+#[test]
+fn expire_family_becomes_an_absolute_expiry() {
+    let mut c = conn(true);
+    let mut at = |line: &str| match run(&mut c, None, line) {
+        Plan::Write(Command::Expire { at_ms, cond, .. }) => (at_ms, cond),
+        other => panic!("{line}: {other:?}"),
+    };
+    // `run` plans at now_ms = 1_000.
+    assert_eq!(at("EXPIRE k 10"), (Some(11_000), ExpireCond::Always));
+    assert_eq!(at("PEXPIRE k 10 gt"), (Some(1_010), ExpireCond::IfLater));
+    assert_eq!(at("EXPIREAT k 7 NX"), (Some(7_000), ExpireCond::IfNone));
+    assert_eq!(at("PEXPIREAT k 7 xx xx"), (Some(7), ExpireCond::IfSome));
+    assert_eq!(
+        at("EXPIRE k -5"),
+        (Some(0), ExpireCond::Always),
+        "in the past"
+    );
+    assert_eq!(at("PERSIST k"), (None, ExpireCond::Always));
+    assert_eq!(reply(run(&mut c, None, "EXPIRE k ten")), not_integer());
+    assert!(matches!(
+        reply(run(&mut c, None, "EXPIRE k 1 NX GT")),
+        Reply::Error(e) if e.contains("not compatible")
+    ));
+    assert!(matches!(
+        reply(run(&mut c, None, "EXPIRE k 1 SOON")),
+        Reply::Error(e) if e.contains("Unsupported option SOON")
+    ));
+    assert_eq!(reply(run(&mut c, None, "EXPIRE k")), wrong_args("expire"));
+}
+
+#[test]
+fn arity_and_unknown_commands_are_errors() {
+    let mut c = conn(true);
+    assert_eq!(reply(run(&mut c, None, "GET")), wrong_args("get"));
+    assert_eq!(reply(run(&mut c, None, "MSET a 1 b")), wrong_args("mset"));
+    assert!(
+        matches!(reply(run(&mut c, None, "FLY me")), Reply::Error(e) if e.contains("unknown command 'FLY'"))
+    );
+    assert_eq!(
+        reply(run(&mut c, None, "DECRBY k -9223372036854775808")),
+        not_integer()
+    );
+}
+
+#[test]
+fn only_auth_ping_and_hello_before_auth() {
+    let mut c = conn(false);
+    assert_eq!(reply(run(&mut c, Some("pw"), "GET k")), noauth());
+    assert_eq!(reply(run(&mut c, Some("pw"), "RAFT STATUS")), noauth());
+    assert_eq!(reply(run(&mut c, Some("pw"), "NOSUCH")), noauth());
+    assert_eq!(
+        reply(run(&mut c, Some("pw"), "PING")),
+        Reply::Simple("PONG".into())
+    );
+    assert!(
+        matches!(reply(run(&mut c, Some("pw"), "HELLO 2")), Reply::Error(e) if e.starts_with("NOAUTH"))
+    );
+    assert!(
+        matches!(reply(run(&mut c, Some("pw"), "AUTH nope")), Reply::Error(e) if e.starts_with("WRONGPASS"))
+    );
+    assert!(!c.authed);
+    assert_eq!(reply(run(&mut c, Some("pw"), "AUTH pw")), Reply::ok());
+    assert!(matches!(run(&mut c, Some("pw"), "GET k"), Plan::Read(_)));
+}
+
+#[test]
+fn hello_chooses_the_protocol_only_when_it_succeeds() {
+    let mut c = conn(true);
+    assert!(matches!(
+        run(&mut c, None, "HELLO 4"),
+        Plan::Reply(Reply::Error(e)) if e.starts_with("NOPROTO")
+    ));
+    assert_eq!(c.proto, Proto::Resp2);
+    match run(&mut c, None, "HELLO 3") {
+        Plan::Admin(AdminOp::Hello(fields)) => assert!(fields
+            .iter()
+            .any(|(k, v)| *k == Reply::bulk("proto") && *v == Reply::Int(3))),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(c.proto, Proto::Resp3);
+    let mut locked = conn(false);
+    assert!(matches!(
+        run(&mut locked, Some("pw"), "HELLO 3"),
+        Plan::Reply(Reply::Error(_))
+    ));
+    assert_eq!(
+        locked.proto,
+        Proto::Resp2,
+        "a refused HELLO changes nothing"
+    );
+}
+
+#[test]
+fn readmode_changes_the_connection() {
+    let mut c = conn(true);
+    assert_eq!(reply(run(&mut c, None, "READMODE sequential")), Reply::ok());
+    assert_eq!(c.read_mode, ReadMode::Sequential);
+    assert_eq!(
+        reply(run(&mut c, None, "READMODE")),
+        Reply::bulk("sequential")
+    );
+    assert!(matches!(
+        reply(run(&mut c, None, "READMODE fast")),
+        Reply::Error(_)
+    ));
+    assert!(
+        matches!(reply(run(&mut c, None, "READMODE lease")), Reply::Error(e) if e.contains("lease.enabled")),
+        "lease mode is refused while leases are off"
+    );
+    assert_eq!(
+        c.read_mode,
+        ReadMode::Sequential,
+        "a refused mode changes nothing"
+    );
+}
