@@ -241,7 +241,9 @@ pub trait Transport: Send + Sync + 'static {
     async fn serve(&self, handler: Arc<dyn RequestHandler>) -> Result<(), TransportError>;
 
     /// Sends `request` to `to` and waits at most `timeout` for the response. Many calls may be
-    /// in flight at once, to one peer or many; none blocks another.
+    /// in flight at once, to one peer or many; none blocks another. A request is delivered at
+    /// most once: a transport may retry only what it has not sent (a forwarded write sent twice
+    /// could be applied twice).
     async fn call(
         &self,
         to: ReplicaId,

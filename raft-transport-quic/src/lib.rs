@@ -350,10 +350,12 @@ impl Inner {
         }
     }
 
-    /// One request on a stream, retried once on a fresh connection if the connection it used
-    /// turns out to be dead (Raft RPCs tolerate a duplicate; forwarded writes are deduplicated
-    /// by the leader's write-session table). Fails with `NotSent` when no attempt wrote
-    /// anything, so that callers can tell a request the peer never saw.
+    /// One request on a stream, retried once on a fresh connection if the cached connection
+    /// turns out to be dead before anything was written on it. Once the request was written it
+    /// is never sent again: the peer may have acted on it (a forwarded write), so the failure
+    /// goes to the caller as `Unreachable`, and the protocol re-sends its own RPCs. Fails with
+    /// `NotSent` when nothing was written, so that callers can tell a request the peer never
+    /// saw.
     async fn exchange(
         &self,
         to: ReplicaId,
@@ -361,16 +363,8 @@ impl Inner {
         frame: Bytes,
     ) -> Result<Bytes, TransportError> {
         let mut last = None;
-        let mut sent = false;
-        for attempt in 0..2 {
-            let conn = match self.connection(to, peer).await {
-                Ok(conn) => conn,
-                // A failed reconnect after a lost connection: the first copy may have arrived.
-                Err(TransportError::NotSent { reason, .. }) if attempt > 0 && sent => {
-                    return Err(TransportError::Unreachable { peer: to, reason })
-                }
-                Err(e) => return Err(e),
-            };
+        for _attempt in 0..2 {
+            let conn = self.connection(to, peer).await?;
             match self.rpc_on(to, &conn, frame.clone()).await {
                 Ok(bytes) => return Ok(bytes),
                 Err(StreamFailure::Final(e)) => return Err(e),
@@ -386,19 +380,20 @@ impl Inner {
                     // even if the request was already written.
                     if is_tls_refusal(&e) {
                         self.metrics.error(ErrorKind::TlsRefused);
-                    } else {
-                        sent = true;
+                        return Err(TransportError::NotSent {
+                            peer: to,
+                            reason: e.to_string(),
+                        });
                     }
-                    last = Some(e);
+                    return Err(TransportError::Unreachable {
+                        peer: to,
+                        reason: e.to_string(),
+                    });
                 }
             }
         }
         let reason = last.map_or_else(|| "connection lost".to_owned(), |e| e.to_string());
-        if sent {
-            Err(TransportError::Unreachable { peer: to, reason })
-        } else {
-            Err(TransportError::NotSent { peer: to, reason })
-        }
+        Err(TransportError::NotSent { peer: to, reason })
     }
 
     async fn forget(&self, peer: &Peer, conn: &Connection) {

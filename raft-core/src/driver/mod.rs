@@ -346,10 +346,9 @@ impl Node {
     /// one write is refused, every later one is refused too (none of them was proposed), so
     /// retrying the refused suffix keeps the caller's order. Separate calls are not ordered
     /// with each other when an earlier one's outcome is unknown; a [`WriteSession`] orders
-    /// them. (Each call is a session of one batch, so that a copy the transport delivers twice
-    /// is proposed once.)
+    /// them.
     pub async fn write_batch(&self, payloads: Vec<Bytes>) -> Vec<Result<Committed, WriteError>> {
-        WriteSession::new().write_batch(self, payloads).await
+        self.write_ordered(payloads, None).await
     }
 
     async fn write_ordered(
