@@ -61,6 +61,7 @@ fn request(payload: usize) -> Request {
     Request::Fetch(FetchRequest {
         epoch: Epoch(1),
         replica: CLIENT,
+        replica_directory: None,
         fetch_offset: Offset(1),
         last_fetched_epoch: Epoch(1),
         high_watermark: Some(Offset(1)),

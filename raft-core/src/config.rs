@@ -7,15 +7,22 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::types::ReplicaId;
+use crate::types::{DirectoryId, ReplicaId};
+use crate::voters::{Voter, VoterSet, VOTERS_MAX};
 
 /// Everything a replica needs to know before it starts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     /// This replica.
     pub id: ReplicaId,
-    /// The voter set. An observer is any replica not in it.
+    /// The bootstrap voter set: in force until this replica's log or snapshot holds a voter
+    /// set record (KIP-853), after which the log decides. Static voters carry no directory id,
+    /// except that a standalone bootstrap (`voters` = this replica alone) binds this replica's
+    /// own `directory`. An observer is any replica not in the set in force.
     pub voters: BTreeSet<ReplicaId>,
+    /// The id of this replica's storage directory (KIP-853), made when the directory was
+    /// first formatted; `None` for a replica that predates directory ids.
+    pub directory: Option<DirectoryId>,
     /// Observers the replicas know of (observers may also appear by fetching).
     pub observers: BTreeSet<ReplicaId>,
     /// Base election timeout `T`; each wait is drawn from `[T, 2T)`.
@@ -86,6 +93,7 @@ impl Config {
         Config {
             id,
             voters: voters.into_iter().collect(),
+            directory: None,
             observers: BTreeSet::new(),
             election_timeout: Duration::from_millis(1000),
             fetch_timeout: Duration::from_millis(2000),
@@ -121,6 +129,9 @@ impl Config {
     pub fn validate(self) -> Result<ValidatedConfig, ConfigError> {
         if self.voters.is_empty() {
             return Err(ConfigError::NoVoters);
+        }
+        if self.voters.len() > VOTERS_MAX {
+            return Err(ConfigError::TooManyVoters);
         }
         if let Some(both) = self.voters.intersection(&self.observers).next() {
             return Err(ConfigError::VoterIsObserver(*both));
@@ -175,14 +186,18 @@ impl std::ops::Deref for ValidatedConfig {
 }
 
 impl ValidatedConfig {
-    /// Whether this replica votes.
-    pub fn is_voter(&self) -> bool {
-        self.0.voters.contains(&self.0.id)
-    }
-
-    /// Votes needed for a majority of the voter set.
-    pub fn majority(&self) -> usize {
-        self.0.voters.len() / 2 + 1
+    /// The voter set in force before the log or a snapshot names one: the configured ids
+    /// without directory ids, or, for a standalone bootstrap, this replica with its directory.
+    pub fn bootstrap_voters(&self) -> VoterSet {
+        let standalone = self.0.voters.len() == 1 && self.0.voters.contains(&self.0.id);
+        if standalone && self.0.directory.is_some() {
+            let me = Voter {
+                directory: self.0.directory,
+                endpoint: String::new(),
+            };
+            return VoterSet::from_entries([(self.0.id, me)]).expect("one voter is a valid set");
+        }
+        VoterSet::from_ids(self.0.voters.iter().copied())
     }
 
     /// The check-quorum window: 1.5 x fetch timeout (D5).
@@ -203,6 +218,9 @@ pub enum ConfigError {
     /// The voter set is empty.
     #[error("the voter set is empty")]
     NoVoters,
+    /// More voters than a voter set can hold.
+    #[error("a voter set holds at most {VOTERS_MAX} voters")]
+    TooManyVoters,
     /// A replica is listed as both voter and observer.
     #[error("replica {0} is listed as both voter and observer")]
     VoterIsObserver(ReplicaId),

@@ -31,8 +31,11 @@ pub mod stored;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod types;
+pub mod voters;
 
 pub use config::{Config, ConfigError, ValidatedConfig};
 pub use types::{
-    ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId, Role,
+    DirectoryId, ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, RecordKind,
+    ReplicaId, Role,
 };
+pub use voters::{Voter, VoterSet};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::types::{Epoch, Offset, OffsetAndEpoch, Record, ReplicaId};
+use crate::types::{DirectoryId, Epoch, Offset, OffsetAndEpoch, Record, ReplicaId};
 
 /// Correlates a response with its request. Chosen by the sender, unique per sender.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
@@ -33,7 +33,8 @@ pub enum ErrorCode {
     InvalidRequest,
     /// The sender is not a member this receiver knows.
     UnknownReplica,
-    /// The request named another replica as its receiver (`INVALID_VOTER_KEY`).
+    /// The request named another replica key (id, or directory) as its receiver
+    /// (`INVALID_VOTER_KEY`).
     WrongReceiver,
     /// The receiver is shutting down (`BROKER_NOT_AVAILABLE`).
     ShuttingDown,
@@ -67,6 +68,11 @@ pub struct VoteRequest {
     pub candidate: ReplicaId,
     /// The replica asked (KRaft's `VoterId`); a mismatch is `WrongReceiver`.
     pub voter: ReplicaId,
+    /// The directory the asked replica votes with in the candidate's voter set (`None` for a
+    /// static voter); a replica with another directory answers `WrongReceiver` (KIP-853).
+    pub voter_directory: Option<DirectoryId>,
+    /// The candidate's own directory.
+    pub candidate_directory: Option<DirectoryId>,
     /// The sender's log end offset and the epoch of its last record.
     pub last: OffsetAndEpoch,
     /// A pre-vote asks "would you vote for me" without changing anything.
@@ -98,6 +104,9 @@ pub struct BeginQuorumEpochRequest {
     pub leader: ReplicaId,
     /// The receiver.
     pub voter: ReplicaId,
+    /// The receiver's directory in the leader's voter set (`None` for a static voter); a
+    /// replica with another directory answers `WrongReceiver` (KIP-853).
+    pub voter_directory: Option<DirectoryId>,
 }
 
 /// The answer to a [`BeginQuorumEpochRequest`], [`EndQuorumEpochRequest`] and others that carry
@@ -131,6 +140,9 @@ pub struct FetchRequest {
     pub epoch: Epoch,
     /// The fetcher.
     pub replica: ReplicaId,
+    /// The fetcher's directory: its fetches count as a voter's only when the voter set has
+    /// this key (KIP-853).
+    pub replica_directory: Option<DirectoryId>,
     /// The fetcher's log end offset: the first record it wants.
     pub fetch_offset: Offset,
     /// The epoch of the fetcher's last record (0 for an empty log).
@@ -174,6 +186,8 @@ pub struct FetchSnapshotRequest {
     pub epoch: Epoch,
     /// The fetcher.
     pub replica: ReplicaId,
+    /// The fetcher's directory.
+    pub replica_directory: Option<DirectoryId>,
     /// The snapshot: the end offset it covers and the epoch of the record before that offset.
     pub snapshot: OffsetAndEpoch,
     /// The first byte wanted.
@@ -213,6 +227,8 @@ pub struct DescribeQuorumRequest {}
 pub struct ReplicaProgress {
     /// The replica.
     pub replica: ReplicaId,
+    /// The directory it fetches with (for a voter: its voter entry's, if it has not fetched).
+    pub directory: Option<DirectoryId>,
     /// Its last acknowledged fetch offset (the leader's own durable end offset for itself).
     pub end_offset: Option<Offset>,
     /// Nanoseconds of core time since its last valid fetch, if it ever fetched.

@@ -19,6 +19,50 @@ impl fmt::Display for ReplicaId {
     }
 }
 
+/// A replica's storage incarnation (KIP-853's directory id): a random non-zero 128-bit id made
+/// when a data directory is first formatted and kept with it. A replica whose directory was
+/// wiped comes back with a new one, so the voter set can tell it from the replica that held the
+/// lost data: it is an observer until it is added again.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct DirectoryId(pub u128);
+
+impl fmt::Display for DirectoryId {
+    /// The UUID form, `8-4-4-4-12` hex digits.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let h = format!("{:032x}", self.0);
+        write!(
+            f,
+            "{}-{}-{}-{}-{}",
+            &h[0..8],
+            &h[8..12],
+            &h[12..16],
+            &h[16..20],
+            &h[20..32]
+        )
+    }
+}
+
+impl std::str::FromStr for DirectoryId {
+    type Err = String;
+
+    /// Accepts the UUID form or 32 bare hex digits; refuses zero, which means "none".
+    fn from_str(s: &str) -> Result<DirectoryId, String> {
+        let hex: String = s.chars().filter(|c| *c != '-').collect();
+        if hex.len() != 32 {
+            return Err(format!(
+                "a directory id has 32 hex digits, not {}",
+                hex.len()
+            ));
+        }
+        let value = u128::from_str_radix(&hex, 16)
+            .map_err(|_| format!("a directory id is hexadecimal: {s:?}"))?;
+        if value == 0 {
+            return Err("the zero directory id is reserved".into());
+        }
+        Ok(DirectoryId(value))
+    }
+}
+
 /// A leader epoch (Raft's "term"). Epoch 0 is the primordial epoch of an empty log: no leader
 /// and no record ever carries it.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
@@ -147,6 +191,10 @@ pub enum RecordKind {
     /// The control record a new leader appends at its epoch start offset; once it is committed
     /// the leader has committed in its own epoch (KAFKA-12619). The state machine never sees it.
     LeaderChange,
+    /// A control record holding the whole voter set (KIP-853's `VotersRecord`), encoded by
+    /// [`crate::codec::encode_voters`]. It takes effect on every replica as soon as it is in the
+    /// log, committed or not; the state machine never sees it.
+    Voters,
 }
 
 /// The record format this build writes and reads. The format itself (the layout behind

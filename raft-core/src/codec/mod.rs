@@ -10,7 +10,7 @@
 //! ```text
 //! crc32  u32   CRC-32 (IEEE) of every byte after this field, payload included
 //! format u8    RECORD_FORMAT_VERSION
-//! kind   u8    0 = data, 1 = leader change
+//! kind   u8    0 = data, 1 = leader change, 2 = voters (payload: [`encode_voters`])
 //! offset u64
 //! epoch  u32
 //! len    u32   payload length
@@ -23,7 +23,13 @@ use crate::types::{Epoch, Offset, Record, RecordKind};
 pub use crate::types::{RECORD_FORMAT_VERSION, RECORD_HEADER_LEN};
 
 pub(crate) mod reader;
+mod voters;
 pub mod wire;
+
+pub use voters::{
+    decode_snapshot_header, decode_voters, encode_snapshot_header, encode_voters,
+    SNAPSHOT_HEADER_MAX, SNAPSHOT_MAGIC, VOTERS_FORMAT_VERSION,
+};
 
 /// Why bytes could not be decoded. Never a panic: every decoder in this module returns this for
 /// any input it cannot accept.
@@ -85,6 +91,7 @@ pub fn encode_record(record: &Record, out: &mut impl BufMut) {
     header[1] = match record.kind {
         RecordKind::Data => 0,
         RecordKind::LeaderChange => 1,
+        RecordKind::Voters => 2,
     };
     header[2..10].copy_from_slice(&record.offset.0.to_le_bytes());
     header[10..14].copy_from_slice(&record.epoch.0.to_le_bytes());
@@ -139,6 +146,7 @@ pub fn decode_record(input: &Bytes, payload_max: usize) -> Result<(Record, usize
     let kind = match h[1] {
         0 => RecordKind::Data,
         1 => RecordKind::LeaderChange,
+        2 => RecordKind::Voters,
         other => {
             return Err(DecodeError::InvalidValue {
                 what: "record kind",

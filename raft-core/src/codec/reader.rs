@@ -65,6 +65,18 @@ impl<'a> LeReader<'a> {
         Ok(u64::from_le_bytes(self.take()?))
     }
 
+    /// The next `n` bytes, borrowed.
+    pub(crate) fn slice(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let rest: &'a [u8] = &self.bytes[self.pos..];
+        let Some(bytes) = rest.get(..n) else {
+            return Err(DecodeError::Truncated {
+                needed: n - rest.len(),
+            });
+        };
+        self.pos += n;
+        Ok(bytes)
+    }
+
     /// Ends the read: bytes left after a complete structure are [`DecodeError::Trailing`].
     pub(crate) fn finish(self) -> Result<(), DecodeError> {
         match self.remaining() {

@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::membership::{frame_snapshot, unframe_snapshot};
 use super::task_messages::Done;
 use super::Metrics;
 use bytes::Bytes;
@@ -12,7 +13,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::config::ValidatedConfig;
 use crate::io::{LogStore, SnapshotStore, StateMachine, StorageError};
-use crate::types::{Offset, OffsetAndEpoch, Record};
+use crate::types::{Offset, OffsetAndEpoch, Record, RecordKind};
+use crate::voters::VoterSet;
 
 pub(super) enum ApplyJob {
     Records(Vec<Record>),
@@ -79,6 +81,11 @@ pub(super) struct Applier {
     pub(super) triggers: SnapshotTriggers,
     pub(super) done: mpsc::Sender<Done>,
     pub(super) metrics: Arc<Metrics>,
+    /// The voter set in force after the records applied so far: every snapshot taken carries
+    /// it (KIP-853).
+    pub(super) voters: VoterSet,
+    /// The set for snapshots without one.
+    pub(super) bootstrap: VoterSet,
 }
 
 impl Applier {
@@ -142,6 +149,18 @@ impl Applier {
             .applied
             .fetch_add(records.len() as u64, Ordering::Relaxed);
         self.triggers.applied(&records);
+        for r in records.iter().filter(|r| r.kind == RecordKind::Voters) {
+            match crate::codec::decode_voters(&r.payload) {
+                Ok((set, _)) => self.voters = set,
+                Err(e) => {
+                    // The core refused to append an undecodable voter set: this is storage
+                    // returning other bytes than it was given.
+                    let reason = format!("voter set record at {}: {e}", r.offset);
+                    let _ = self.done.send(Done::Applied(Err(reason))).await;
+                    return false;
+                }
+            }
+        }
         if let Some(r) = records.last() {
             *last = Some(OffsetAndEpoch::new(r.offset.next(), r.epoch));
         }
@@ -164,22 +183,26 @@ impl Applier {
         }
     }
 
-    pub(super) async fn restore(&self, id: OffsetAndEpoch) -> Result<(), String> {
+    pub(super) async fn restore(&mut self, id: OffsetAndEpoch) -> Result<(), String> {
         let data = self
             .snapshots
             .load(id)
             .await
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("snapshot {id:?} is not in the store"))?;
+        let (voters, state) = unframe_snapshot(data, &self.bootstrap).map_err(|e| e.to_string())?;
         self.sm
-            .restore(id.offset, data)
+            .restore(id.offset, state)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        self.voters = voters;
+        Ok(())
     }
 
     /// Snapshots the state machine, which has applied exactly the records below `id.offset`.
     pub(super) async fn take_snapshot(&self, id: OffsetAndEpoch) -> Result<OffsetAndEpoch, String> {
-        let data = self.sm.snapshot().await.map_err(|e| e.to_string())?;
+        let state = self.sm.snapshot().await.map_err(|e| e.to_string())?;
+        let data = frame_snapshot(&self.voters, &state);
         self.snapshots
             .save(id, data)
             .await

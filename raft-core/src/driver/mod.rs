@@ -14,6 +14,7 @@ mod applier;
 mod election_writer;
 mod forward;
 mod log_writer;
+mod membership;
 pub mod outcome;
 mod replica_task;
 mod session;
@@ -22,6 +23,7 @@ mod tail_cache;
 mod task_messages;
 mod waiters;
 
+pub use membership::VoterChangeError;
 pub use outcome::{Committed, Uncertain, WriteError};
 pub use session::WriteSession;
 use std::sync::atomic::AtomicU64;
@@ -233,15 +235,29 @@ impl Node {
                 log_state = parts.log.state().await?;
             }
         }
+        let bootstrap = cfg.bootstrap_voters();
         let mut applied = parts.state_machine.applied().await;
         if let Some(snap) = snapshot.filter(|s| s.id.offset > applied) {
             let data =
                 parts.snapshots.load(snap.id).await?.ok_or_else(|| {
                     StorageError::Invalid(format!("snapshot {:?} vanished", snap.id))
                 })?;
-            parts.state_machine.restore(snap.id.offset, data).await?;
+            let (_, state) = membership::unframe_snapshot(data, &bootstrap)?;
+            parts.state_machine.restore(snap.id.offset, state).await?;
             applied = snap.id.offset;
         }
+        // The voter sets: the snapshot's (or the bootstrap set), then every voter set record in
+        // the log above the snapshot.
+        let (base, scan_from) = match snapshot {
+            Some(s) => (
+                membership::snapshot_voters(&*parts.snapshots, s.id, &bootstrap).await?,
+                s.id.offset.max(log_state.start),
+            ),
+            None => (bootstrap.clone(), log_state.start),
+        };
+        let voters =
+            membership::recover_voters(&*parts.log, base, scan_from, log_state.end.offset).await?;
+        let applier_voters = voters.at(applied).clone();
         if applied < log_state.start {
             return Err(StartError::MissingSnapshot {
                 applied,
@@ -254,6 +270,7 @@ impl Node {
             election,
             &log_state,
             snapshot.map(|s| s.id),
+            voters,
             options.seed,
             Instant(0),
         );
@@ -277,8 +294,11 @@ impl Node {
             triggers: SnapshotTriggers::of(&cfg),
             done: done_tx.clone(),
             metrics: metrics.clone(),
+            voters: applier_voters,
+            bootstrap: bootstrap.clone(),
         });
-        let snapshot_writer = spawn_snapshot_writer(parts.snapshots.clone(), done_tx.clone());
+        let snapshot_writer =
+            spawn_snapshot_writer(parts.snapshots.clone(), bootstrap, done_tx.clone());
         let task = ReplicaTask {
             cfg,
             options,

@@ -106,6 +106,10 @@ pub enum Uncertain {
     /// so this replica cannot tell which record committed there.
     #[error("a snapshot covering the write's offset replaced the log")]
     Snapshotted,
+    /// The caller's deadline passed with the record appended and not yet committed; it may
+    /// still commit.
+    #[error("not committed before the deadline; it may still complete")]
+    TimedOut,
 }
 
 /// A committed and applied write.

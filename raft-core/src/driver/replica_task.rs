@@ -228,6 +228,22 @@ impl ReplicaTask {
             Command::Status { reply } => {
                 let _ = reply.send(self.replica.status(self.now()));
             }
+            Command::ChangeVoters {
+                change,
+                accepted,
+                reply,
+            } => {
+                let now = self.now();
+                match self.replica.change_voters(now, change, &mut self.out) {
+                    Ok(id) => {
+                        self.waiters.insert(id.offset, id.epoch, reply);
+                        let _ = accepted.send(Ok(()));
+                    }
+                    Err(e) => {
+                        let _ = accepted.send(Err(e));
+                    }
+                }
+            }
             Command::Transfer { to, reply } => {
                 let now = self.now();
                 match self.replica.transfer_leadership(now, to, &mut self.out) {
@@ -421,8 +437,12 @@ impl ReplicaTask {
                 tracing::error!(error = %e, "snapshot failed; stopping");
                 self.failed = Some(e);
             }
-            Done::SnapshotDownloaded(Ok((id, verified))) => {
-                self.step(Input::SnapshotDownloaded { id, verified })
+            Done::SnapshotDownloaded(Ok((id, verified, voters))) => {
+                self.step(Input::SnapshotDownloaded {
+                    id,
+                    verified,
+                    voters,
+                })
             }
             Done::SnapshotDownloaded(Err(e)) => {
                 tracing::error!(error = %e, "storing a snapshot download failed; stopping");

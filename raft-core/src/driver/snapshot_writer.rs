@@ -33,6 +33,7 @@ pub(super) fn fill_snapshot_chunk(
 /// Writes the chunks of a snapshot download in order and completes it.
 pub(super) fn spawn_snapshot_writer(
     store: Arc<dyn SnapshotStore>,
+    bootstrap: crate::voters::VoterSet,
     done: mpsc::Sender<Done>,
 ) -> mpsc::UnboundedSender<SnapshotOp> {
     let (tx, mut rx) = mpsc::unbounded_channel::<SnapshotOp>();
@@ -42,10 +43,16 @@ pub(super) fn spawn_snapshot_writer(
                 SnapshotOp::Write { id, position, data } => {
                     store.write_partial(id, position, data).await.map(|()| None)
                 }
-                SnapshotOp::Finish { id, size, checksum } => store
-                    .finish_partial(id, size, checksum)
-                    .await
-                    .map(|meta| Some((id, meta.is_some()))),
+                SnapshotOp::Finish { id, size, checksum } => {
+                    match store.finish_partial(id, size, checksum).await {
+                        // The core installs the snapshot's voter set with it.
+                        Ok(Some(_)) => super::membership::snapshot_voters(&*store, id, &bootstrap)
+                            .await
+                            .map(|voters| Some((id, true, voters))),
+                        Ok(None) => Ok(Some((id, false, bootstrap.clone()))),
+                        Err(e) => Err(e),
+                    }
+                }
             };
             let report = match result {
                 Ok(None) => continue,

@@ -34,6 +34,12 @@ pub(super) enum Command {
     Status {
         reply: oneshot::Sender<Status>,
     },
+    /// One voter change: `accepted` says whether it was appended, `reply` when it committed.
+    ChangeVoters {
+        change: crate::protocol::VoterChange,
+        accepted: oneshot::Sender<Result<(), crate::protocol::MembershipError>>,
+        reply: Reply,
+    },
     Transfer {
         to: ReplicaId,
         reply: oneshot::Sender<Result<(), TransferError>>,
@@ -74,5 +80,6 @@ pub(super) enum Done {
     },
     SnapshotTaken(Result<OffsetAndEpoch, String>),
     Restored(Result<OffsetAndEpoch, String>),
-    SnapshotDownloaded(Result<(OffsetAndEpoch, bool), StorageError>),
+    /// A download finished: its id, whether it verified, and the voter set it carries.
+    SnapshotDownloaded(Result<(OffsetAndEpoch, bool, crate::voters::VoterSet), StorageError>),
 }

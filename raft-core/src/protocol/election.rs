@@ -23,6 +23,12 @@ impl Replica {
         }
     }
 
+    /// A request addressed to this replica's key: no directory named (a static voter entry),
+    /// or this replica's own.
+    fn directory_matches(&self, directory: Option<crate::DirectoryId>) -> bool {
+        directory.is_none() || directory == self.cfg.directory
+    }
+
     /// Decisions D3: a voter that heard from a live leader within the fetch timeout does not
     /// help depose it, unless that leader invited the election.
     fn sticky_refuses(&self, now: Instant, req: &VoteRequest) -> bool {
@@ -53,11 +59,14 @@ impl Replica {
         req: VoteRequest,
         out: &mut Outputs,
     ) -> VoteResponse {
-        if req.voter != self.cfg.id {
+        if req.voter != self.cfg.id || !self.directory_matches(req.voter_directory) {
             return self.vote_response(Some(ErrorCode::WrongReceiver), false);
         }
-        if req.candidate != from || !self.cfg.voters.contains(&from) {
-            return self.vote_response(Some(ErrorCode::UnknownReplica), false);
+        // Votes are not filtered by this replica's voter set (KIP-853): a candidate campaigns
+        // with its own newest set, which may add or remove voters this replica has not heard
+        // of yet; only the candidate's majority decides.
+        if req.candidate != from {
+            return self.vote_response(Some(ErrorCode::InvalidRequest), false);
         }
         // A candidate raised its epoch, so it holds no record of it; a pre-vote proposes an
         // epoch above its last record's too.
@@ -103,7 +112,7 @@ impl Replica {
 
     /// Starts an election: a pre-vote round (Prospective) when pre-vote is on, else a candidacy.
     pub(super) fn start_election(&mut self, now: Instant, invited: bool, out: &mut Outputs) {
-        if !self.cfg.is_voter() || self.resigning {
+        if !self.is_voter() || self.resigning {
             return;
         }
         if self.election.epoch.next() == self.election.epoch {
@@ -134,11 +143,10 @@ impl Replica {
             granted: BTreeSet::from([me]),
             rejected: BTreeSet::new(),
             retry_at: self
-                .cfg
-                .voters
-                .iter()
-                .filter(|v| **v != me)
-                .map(|v| (*v, now))
+                .voters()
+                .ids()
+                .filter(|v| *v != me)
+                .map(|v| (v, now))
                 .collect(),
             invited,
         }
@@ -191,6 +199,8 @@ impl Replica {
                 epoch,
                 candidate: self.cfg.id,
                 voter,
+                voter_directory: self.voters().get(voter).and_then(|v| v.directory),
+                candidate_directory: self.cfg.directory,
                 last,
                 pre_vote,
                 leader_invited: invited,
@@ -206,7 +216,7 @@ impl Replica {
         resp: VoteResponse,
         out: &mut Outputs,
     ) {
-        if !self.cfg.voters.contains(&from) {
+        if !self.voters().contains_id(from) {
             return;
         }
         let my_epoch = self.election.epoch;
@@ -226,8 +236,8 @@ impl Replica {
 
     /// Moves an election forward once its outcome is decided.
     fn check_tally(&mut self, now: Instant, out: &mut Outputs) {
-        let majority = self.cfg.majority();
-        let voters = self.cfg.voters.len();
+        let majority = self.majority();
+        let voters = self.voters().len();
         match &self.role {
             RoleState::Prospective { tally, .. } => {
                 if tally.granted.len() >= majority {
@@ -286,10 +296,15 @@ impl Replica {
             records: vec![record],
         });
         let voters = self
-            .cfg
-            .voters
+            .voters()
             .iter()
-            .map(|v| (*v, Default::default()))
+            .map(|(id, v)| {
+                let progress = super::roles::Progress {
+                    directory: v.directory,
+                    ..Default::default()
+                };
+                (id, progress)
+            })
             .collect();
         let observers = self
             .cfg
@@ -330,10 +345,11 @@ impl Replica {
         req: BeginQuorumEpochRequest,
         out: &mut Outputs,
     ) -> EpochResponse {
-        if req.voter != self.cfg.id {
+        if req.voter != self.cfg.id || !self.directory_matches(req.voter_directory) {
             return self.epoch_response(Some(ErrorCode::WrongReceiver));
         }
-        if req.leader != from || !self.cfg.voters.contains(&from) {
+        // The leader may lead with a voter set this replica has not fetched yet.
+        if req.leader != from {
             return self.epoch_response(Some(ErrorCode::InvalidRequest));
         }
         if req.epoch < self.election.epoch {
@@ -365,7 +381,7 @@ impl Replica {
         req: EndQuorumEpochRequest,
         out: &mut Outputs,
     ) -> EpochResponse {
-        if req.leader != from || !self.cfg.voters.contains(&from) {
+        if req.leader != from {
             return self.epoch_response(Some(ErrorCode::InvalidRequest));
         }
         if req.epoch < self.election.epoch {
@@ -467,10 +483,9 @@ impl Replica {
         }
         r.retry_at = Instant::NEVER;
         let targets: Vec<ReplicaId> = self
-            .cfg
-            .voters
-            .iter()
-            .copied()
+            .voter_history
+            .latest()
+            .ids()
             .filter(|v| *v != me && !r.acked.contains(v) && !r.in_flight.contains(v))
             .collect();
         r.in_flight.extend(targets.iter().copied());

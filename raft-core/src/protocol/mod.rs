@@ -44,6 +44,7 @@
 mod common;
 mod election;
 mod log;
+mod membership;
 mod read;
 mod replication;
 mod rng;
@@ -67,6 +68,7 @@ use crate::types::{
 use self::common::{CommonResponse, InFlight};
 pub use self::log::LogSeq;
 use self::log::LogView;
+pub use self::membership::{MembershipError, VoterChange, VoterHistory};
 use self::read::{LocalRead, Reads};
 pub use self::read::{ReadFailure, ReadId, ReadMode};
 pub use self::replication::ProposeError;
@@ -136,6 +138,9 @@ pub enum Input {
         id: OffsetAndEpoch,
         /// Whether it is complete and intact.
         verified: bool,
+        /// The voter set in force at the snapshot's offset, as the snapshot carries it (the
+        /// bootstrap set for a snapshot that predates voter sets in snapshots).
+        voters: crate::voters::VoterSet,
     },
 }
 
@@ -363,6 +368,8 @@ pub struct Replica {
     released: (Role, ElectionState),
     role: RoleState,
     log: LogView,
+    /// The voter sets along the log; the newest is in force.
+    voter_history: VoterHistory,
     high_watermark: Offset,
     applied: Offset,
     next_request: u64,
@@ -379,7 +386,8 @@ pub struct Replica {
 
 impl Replica {
     /// Creates a replica from its durable election state, its log and its newest snapshot, as
-    /// loaded from storage. `seed` drives every random choice (election timeouts); `now` starts
+    /// loaded from storage, and the voter sets along that log (the snapshot's set, or the
+    /// bootstrap set, then every voter set record in the log above the snapshot). `seed` drives every random choice (election timeouts); `now` starts
     /// the timers.
     ///
     /// KRaft start-up rules: a replica that was leader comes back Resigned in the same epoch
@@ -391,6 +399,7 @@ impl Replica {
         election: Option<ElectionState>,
         log: &LogState,
         snapshot: Option<OffsetAndEpoch>,
+        voters: VoterHistory,
         seed: u64,
         now: Instant,
     ) -> Replica {
@@ -422,6 +431,7 @@ impl Replica {
                 probing: false,
             },
             log,
+            voter_history: voters,
             // Everything a snapshot covers was committed.
             high_watermark: snapshot.map_or(Offset::ZERO, |s| s.offset),
             applied: Offset::ZERO,
@@ -490,9 +500,11 @@ impl Replica {
                 self.read(now, LocalRead { id, mode, deadline }, out)
             }
             Input::SnapshotTaken(id) => self.snapshot_taken(id, out),
-            Input::SnapshotDownloaded { id, verified } => {
-                self.snapshot_downloaded(now, id, verified, out)
-            }
+            Input::SnapshotDownloaded {
+                id,
+                verified,
+                voters,
+            } => self.snapshot_downloaded(now, id, verified, voters, out),
         }
         self.poll_timers(now, out);
         self.leader_poll_transfer(now, out);

@@ -149,7 +149,7 @@ impl Replica {
 
     fn lease_end(&self, l: &LeaderState) -> Option<Instant> {
         let me = self.cfg.id;
-        let needed = self.cfg.majority() - 1;
+        let needed = self.confirmations_needed();
         if needed == 0 {
             return Some(Instant::NEVER);
         }
@@ -193,8 +193,6 @@ impl Replica {
     ) {
         let error = if req.replica != from || from == self.cfg.id {
             Some(ErrorCode::InvalidRequest)
-        } else if !self.cfg.voters.contains(&from) && !self.cfg.observers.contains(&from) {
-            Some(ErrorCode::UnknownReplica)
         } else if req.epoch < self.election.epoch {
             Some(ErrorCode::FencedLeaderEpoch)
         } else if req.epoch > self.election.epoch {
@@ -311,7 +309,7 @@ impl Replica {
     /// read instead of one per round trip.
     pub(super) fn leader_poll_reads(&mut self, now: Instant, out: &mut Outputs) {
         let me = self.cfg.id;
-        let needed = self.cfg.majority() - 1;
+        let needed = self.confirmations_needed();
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };

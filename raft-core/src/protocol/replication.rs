@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 
+use super::membership::{voter_records, VoterHistory};
 use super::{
     Event, Fill, LeaderState, LogOp, Outgoing, Outputs, ParkedFetch, Progress, RecordRange,
     Replica, RoleState,
@@ -141,9 +142,9 @@ impl Replica {
         if req.last_fetched_epoch > req.epoch {
             return Err(ErrorCode::InvalidRequest);
         }
-        if !self.cfg.voters.contains(&from) && !self.cfg.observers.contains(&from) {
-            return Err(ErrorCode::UnknownReplica);
-        }
+        // Any authenticated replica may fetch: one that is not a voter (or fetches with another
+        // directory than its voter entry) is an observer, counting for neither the high
+        // watermark nor check-quorum (KIP-853).
         Ok(())
     }
 
@@ -167,7 +168,7 @@ impl Replica {
         if purged {
             // KIP-630: the records the fetcher needs (or needs to compare) are gone; it must
             // install the snapshot that replaced them.
-            self.leader_record_contact(now, from);
+            self.leader_record_contact(now, from, req.replica_directory);
             let resp = match self.snapshot {
                 Some(id) => {
                     let mut resp = self.fetch_ok_response();
@@ -222,23 +223,13 @@ impl Replica {
     /// A valid fetch is an acknowledgement: everything below its offset is durable on the
     /// fetcher. It also counts as contact for check-quorum.
     fn leader_record_fetch(&mut self, now: Instant, from: ReplicaId, req: &FetchRequest) {
-        self.leader_record_contact(now, from);
+        self.leader_record_contact(now, from, req.replica_directory);
+        let log_end = self.log.end;
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
         #[cfg(feature = "testing")]
         let newest_barrier = l.read_barrier;
-        let progress: &mut Progress = match l.voters.get_mut(&from) {
-            Some(p) => p,
-            None => l.observers.entry(from).or_default(),
-        };
-        progress.end = Some(req.fetch_offset);
-        progress.barrier_acked = progress.barrier_acked.max(req.read_barrier);
-        #[cfg(feature = "testing")]
-        if self.cfg.test_count_arrivals {
-            // Negative control: the unsafe rule D6 forbids. Never compiled into a release build.
-            progress.barrier_acked = newest_barrier;
-        }
         // A fetch that echoes barrier b proves its sender received a response sent after b was
         // raised: that raise time anchors the lease. A fetch that merely arrives proves nothing
         // (its previous response may have been lost and the request retried).
@@ -248,6 +239,21 @@ impl Replica {
             .rev()
             .find(|(b, _)| *b <= req.read_barrier)
             .map(|(_, t)| *t);
+        let progress = leader_progress(l, &self.voter_history, from, req.replica_directory);
+        // Caught up: the fetch reached the log end as it is now or as it was at the previous
+        // fetch (a steady stream of writes keeps the end moving). Adding a voter requires it.
+        let reached = progress.end_at_fetch.map_or(log_end, |e| e.min(log_end));
+        if req.fetch_offset >= reached {
+            progress.caught_up_at = Some(now);
+        }
+        progress.end_at_fetch = Some(log_end);
+        progress.end = Some(req.fetch_offset);
+        progress.barrier_acked = progress.barrier_acked.max(req.read_barrier);
+        #[cfg(feature = "testing")]
+        if self.cfg.test_count_arrivals {
+            // Negative control: the unsafe rule D6 forbids. Never compiled into a release build.
+            progress.barrier_acked = newest_barrier;
+        }
         if let Some(t) = raised {
             progress.lease_anchor = Some(progress.lease_anchor.map_or(t, |a| a.max(t)));
         }
@@ -255,23 +261,26 @@ impl Replica {
 
     /// A valid Fetch or FetchSnapshot from `from`: it counts as contact for check-quorum and
     /// for the BeginQuorumEpoch heartbeat, whatever it acknowledges.
-    pub(super) fn leader_record_contact(&mut self, now: Instant, from: ReplicaId) {
-        let majority = self.cfg.majority();
+    pub(super) fn leader_record_contact(
+        &mut self,
+        now: Instant,
+        from: ReplicaId,
+        directory: Option<crate::DirectoryId>,
+    ) {
+        let majority = self.majority();
+        let counts_itself = usize::from(self.is_voter());
         let cq_timeout = self.cfg.check_quorum_timeout();
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
-        let is_voter = l.voters.contains_key(&from);
-        let progress: &mut Progress = match l.voters.get_mut(&from) {
-            Some(p) => p,
-            None => l.observers.entry(from).or_default(),
-        };
+        let is_voter = self.voter_history.latest().is_voter(from, directory);
+        let progress = leader_progress(l, &self.voter_history, from, directory);
         progress.last_fetch = Some(now);
         if is_voter {
-            // KRaft: once majority - 1 distinct voters fetched (the leader counts itself), the
-            // check-quorum window restarts.
+            // KRaft: once a majority of distinct voters fetched (the leader counts itself when it
+            // is in the set: KAFKA-16531), the check-quorum window restarts.
             l.check_quorum_contacts.insert(from);
-            if l.check_quorum_contacts.len() + 1 >= majority {
+            if l.check_quorum_contacts.len() + counts_itself >= majority {
                 l.check_quorum_contacts.clear();
                 l.check_quorum_deadline = now.plus(cq_timeout);
             }
@@ -359,7 +368,7 @@ impl Replica {
     /// only above the epoch start offset and only when it grows (decisions D4).
     pub(super) fn leader_update_high_watermark(&mut self, now: Instant, out: &mut Outputs) {
         let me = self.cfg.id;
-        let majority = self.cfg.majority();
+        let majority = self.majority();
         let durable = self.log.durable_end;
         let RoleState::Leader(l) = &mut self.role else {
             return;
@@ -394,6 +403,7 @@ impl Replica {
             if newly {
                 self.leader_established(now, out);
             }
+            self.leader_maybe_leave_after_removal(now, out);
         }
     }
 
@@ -411,8 +421,10 @@ impl Replica {
         let capacity = l.accumulator.len();
         let records = std::mem::replace(&mut l.accumulator, Vec::with_capacity(capacity));
         l.accumulated_bytes = 0;
+        let sets = voter_records(&records).expect("the leader encodes its own voter sets");
         let seq = self.log.append(&records);
         out.log.push(LogOp::Append { seq, records });
+        self.voters_appended(now, sets);
         self.leader_complete_parked(now, false, out);
         // A single voter commits on its own durability alone.
         self.leader_update_high_watermark(now, out);
@@ -431,11 +443,10 @@ impl Replica {
 
     /// The leader's timers: check-quorum, batching, parked fetches, BeginQuorumEpoch resends.
     pub(super) fn leader_poll(&mut self, now: Instant, out: &mut Outputs) {
-        let multi_voter = self.cfg.voters.len() > 1;
         let RoleState::Leader(l) = &self.role else {
             return;
         };
-        if self.cfg.check_quorum && multi_voter && now >= l.check_quorum_deadline {
+        if self.leader_checks_quorum() && now >= l.check_quorum_deadline {
             self.check_quorum_expired(now, out);
             return;
         }
@@ -475,6 +486,11 @@ impl Replica {
                 epoch,
                 leader: me,
                 voter,
+                voter_directory: self
+                    .voter_history
+                    .latest()
+                    .get(voter)
+                    .and_then(|v| v.directory),
             };
             self.send_request(voter, Request::BeginQuorumEpoch(req), out);
         }
@@ -510,6 +526,7 @@ impl Replica {
         let req = FetchRequest {
             epoch: self.election.epoch,
             replica: me,
+            replica_directory: self.cfg.directory,
             fetch_offset: self.log.end,
             last_fetched_epoch: self.log.last_epoch(),
             high_watermark: Some(self.high_watermark),
@@ -534,11 +551,17 @@ impl Replica {
 
     /// An observer without a leader asks a voter; any answer names the leader it knows.
     pub(super) fn observer_probe(&mut self, now: Instant, out: &mut Outputs) {
-        let voters: Vec<ReplicaId> = self.cfg.voters.iter().copied().collect();
+        let me = self.cfg.id;
+        let voters: Vec<ReplicaId> = self.voters().ids().filter(|v| *v != me).collect();
+        if voters.is_empty() {
+            // Only this id is a voter, with another directory: nobody to ask.
+            return;
+        }
         let pick = voters[self.rng.below(voters.len() as u64) as usize];
         let req = FetchRequest {
             epoch: self.election.epoch,
             replica: self.cfg.id,
+            replica_directory: self.cfg.directory,
             fetch_offset: self.log.end,
             last_fetched_epoch: self.log.last_epoch(),
             high_watermark: Some(self.high_watermark),
@@ -599,11 +622,11 @@ impl Replica {
             return;
         }
         if let Some(diverging) = resp.diverging {
-            self.follower_truncate(diverging, out);
+            self.follower_truncate(now, diverging, out);
             return;
         }
         let records = std::mem::take(&mut resp.records);
-        if !records.is_empty() && !self.follower_append(records, resp.epoch, out) {
+        if !records.is_empty() && !self.follower_append(now, records, resp.epoch, out) {
             return;
         }
         if let Some(leader_hwm) = resp.high_watermark {
@@ -617,7 +640,7 @@ impl Replica {
 
     /// KRaft's truncation on a diverging epoch: cut to where the leader's epoch ends, or where
     /// our largest epoch not above it ends, whichever is lower; the next fetch re-checks.
-    fn follower_truncate(&mut self, diverging: OffsetAndEpoch, out: &mut Outputs) {
+    fn follower_truncate(&mut self, now: Instant, diverging: OffsetAndEpoch, out: &mut Outputs) {
         let local = self.log.end_offset_for_epoch(diverging.epoch);
         let target = local.offset.min(diverging.offset).min(self.log.end);
         if target < self.high_watermark {
@@ -629,12 +652,19 @@ impl Replica {
         if target < self.log.end {
             let seq = self.log.truncate(target);
             out.log.push(LogOp::Truncate { seq, end: target });
+            let before = self.voter_history.latest_offset();
+            self.voter_history.truncate(target);
+            if self.voter_history.latest_offset() != before {
+                // The truncated suffix held a voter set: the one before it is in force again.
+                self.voters_changed(now);
+            }
         }
     }
 
     /// Appends fetched records after checking they continue our log; returns whether they did.
     fn follower_append(
         &mut self,
+        now: Instant,
         records: Vec<Record>,
         leader_epoch: crate::Epoch,
         out: &mut Outputs,
@@ -643,9 +673,21 @@ impl Replica {
             self.stats.bad_records += 1;
             return false;
         }
+        let Ok(sets) = voter_records(&records) else {
+            self.stats.bad_records += 1;
+            return false;
+        };
         let seq = self.log.append(&records);
         out.log.push(LogOp::Append { seq, records });
+        self.voters_appended(now, sets);
         true
+    }
+
+    /// Whether check-quorum applies: on, and the leader is not the only voter (a one-voter
+    /// set never expires: KAFKA-16144; a leader removing itself does need its followers).
+    pub(super) fn leader_checks_quorum(&self) -> bool {
+        let set = self.voters();
+        self.cfg.check_quorum && !(set.len() == 1 && self.is_voter())
     }
 }
 
@@ -662,4 +704,25 @@ fn records_continue(records: &[Record], end: OffsetAndEpoch, leader_epoch: crate
         epoch = r.epoch;
     }
     true
+}
+
+/// The leader's progress entry for `(from, directory)`: its voter entry when the voter set in
+/// force has that key, else its observer entry (created on first contact).
+fn leader_progress<'a>(
+    l: &'a mut LeaderState,
+    history: &VoterHistory,
+    from: ReplicaId,
+    directory: Option<crate::DirectoryId>,
+) -> &'a mut Progress {
+    let progress = if history.latest().is_voter(from, directory) {
+        l.voters.get_mut(&from)
+    } else {
+        None
+    };
+    let progress = match progress {
+        Some(p) => p,
+        None => l.observers.entry(from).or_default(),
+    };
+    progress.directory = directory;
+    progress
 }

@@ -39,7 +39,13 @@ pub(super) struct FollowerState {
 /// The leader's view of one replica's fetching.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Progress {
+    /// The directory the replica fetches with (KIP-853).
+    pub(super) directory: Option<crate::DirectoryId>,
     pub(super) end: Option<Offset>,
+    /// The leader's log end when this replica last fetched.
+    pub(super) end_at_fetch: Option<Offset>,
+    /// When a fetch last reached the log end: a replica must be caught up to be added.
+    pub(super) caught_up_at: Option<Instant>,
     pub(super) last_fetch: Option<Instant>,
     pub(super) barrier_acked: ReadBarrier,
     /// D6 lease: the raise time of the newest barrier this replica echoed. Its echo proves it

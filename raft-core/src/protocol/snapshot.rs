@@ -40,6 +40,7 @@ impl Replica {
         // older local snapshot, and then nothing is purged.
         let start = Offset(id.offset.0.saturating_sub(self.cfg.snapshot_log_retention));
         if start > self.log.start && start <= self.log.end {
+            self.voter_history.purge(start);
             let seq = self.log.purge(start);
             out.log.push(LogOp::Purge { seq, start });
         }
@@ -63,8 +64,6 @@ impl Replica {
             Some(ErrorCode::UnknownLeaderEpoch)
         } else if !matches!(self.role, RoleState::Leader(_)) {
             Some(ErrorCode::NotLeader)
-        } else if !self.cfg.voters.contains(&from) && !self.cfg.observers.contains(&from) {
-            Some(ErrorCode::UnknownReplica)
         } else {
             None
         };
@@ -82,7 +81,7 @@ impl Replica {
             self.respond(from, id, Response::FetchSnapshot(response), out);
             return;
         }
-        self.leader_record_contact(now, from);
+        self.leader_record_contact(now, from, req.replica_directory);
         if self.snapshot.is_none_or(|s| req.snapshot > s) {
             response.error = Some(ErrorCode::SnapshotNotFound);
             self.respond(from, id, Response::FetchSnapshot(response), out);
@@ -134,6 +133,7 @@ impl Replica {
         let req = FetchSnapshotRequest {
             epoch: self.election.epoch,
             replica: self.cfg.id,
+            replica_directory: self.cfg.directory,
             snapshot: d.id,
             position: d.position,
             max_bytes: self.cfg.snapshot_chunk_bytes,
@@ -234,6 +234,7 @@ impl Replica {
         now: Instant,
         id: OffsetAndEpoch,
         verified: bool,
+        voters: crate::voters::VoterSet,
         out: &mut Outputs,
     ) {
         let Some(d) = self.download.as_mut() else {
@@ -251,7 +252,7 @@ impl Replica {
             return;
         }
         self.download = None;
-        let installable = matches!(self.role, RoleState::Follower(_)) || !self.cfg.is_voter();
+        let installable = matches!(self.role, RoleState::Follower(_)) || !self.is_voter();
         if !installable || id.offset <= self.high_watermark {
             // Became a candidate or leader meanwhile, or caught up otherwise: keep the log.
             self.snapshot = Some(self.snapshot.map_or(id, |s| s.max(id)));
@@ -261,6 +262,14 @@ impl Replica {
         tracing::info!(snapshot = ?id, "installing snapshot");
         let seq = self.log.reset(id);
         out.log.push(LogOp::Reset { seq, start: id });
+        if voters.is_empty() {
+            // A driver bug, not a peer's: never act on an empty set.
+            tracing::error!(snapshot = ?id, "installed snapshot named no voters; keeping the bootstrap set");
+            self.voter_history.reset(self.cfg.bootstrap_voters());
+        } else {
+            self.voter_history.reset(voters);
+        }
+        self.voters_changed(now);
         out.restore = Some(id);
         self.snapshot = Some(id);
         self.high_watermark = id.offset;

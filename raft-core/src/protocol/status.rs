@@ -56,6 +56,8 @@ pub struct Status {
     pub applied: Offset,
     /// Per-voter progress (leader only).
     pub voters: Vec<ReplicaProgress>,
+    /// The voter set in force on this replica (KIP-853), with directory ids and endpoints.
+    pub voter_set: crate::voters::VoterSet,
     /// Time since the last successful fetch from the leader (followers and observers).
     pub since_leader_contact: Option<std::time::Duration>,
 }
@@ -138,6 +140,9 @@ impl Replica {
                 .iter()
                 .map(|(id, p)| ReplicaProgress {
                     replica: *id,
+                    directory: p
+                        .directory
+                        .or_else(|| self.voters().get(*id).and_then(|v| v.directory)),
                     end_offset: if *id == self.cfg.id {
                         Some(self.log.durable_end)
                     } else {
@@ -160,6 +165,7 @@ impl Replica {
             durable_end: self.log.durable_end,
             applied: self.applied,
             voters,
+            voter_set: self.voters().clone(),
             since_leader_contact: match &self.role {
                 RoleState::Follower(f) => f.last_fetch_ok.map(|t| now.since(t)),
                 _ => None,
@@ -175,6 +181,7 @@ impl Replica {
                 .iter()
                 .map(|(id, p)| ReplicaProgress {
                     replica: *id,
+                    directory: p.directory,
                     end_offset: p.end,
                     since_last_fetch: p.last_fetch.map(|t| now.since(t)),
                 })

@@ -18,7 +18,7 @@ impl Replica {
                 probe_at,
                 probing,
             } => {
-                if self.cfg.is_voter() {
+                if self.is_voter() {
                     *deadline
                 } else if *probing {
                     Instant::NEVER
@@ -43,7 +43,7 @@ impl Replica {
             }
             RoleState::Leader(l) => {
                 let mut d = l.begin_quorum_next;
-                if self.cfg.check_quorum && self.cfg.voters.len() > 1 {
+                if self.leader_checks_quorum() {
                     d = d.min(l.check_quorum_deadline);
                 }
                 if let Some(linger) = l.linger_deadline {
@@ -80,7 +80,7 @@ impl Replica {
         let epoch_before = self.election.epoch;
         match &self.role {
             RoleState::Unattached { deadline, .. } => {
-                if self.cfg.is_voter() {
+                if self.is_voter() {
                     if now >= *deadline {
                         self.start_election(now, false, out);
                     }
@@ -105,7 +105,7 @@ impl Replica {
             RoleState::Follower(f) => {
                 if now >= f.fetch_deadline {
                     let invited = f.invited;
-                    if self.cfg.is_voter() {
+                    if self.is_voter() {
                         self.start_election(now, invited, out);
                     } else {
                         // An observer forgets the leader and looks for it again.

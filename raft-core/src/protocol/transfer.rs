@@ -63,7 +63,7 @@ impl Replica {
         if self.resigning {
             return Err(TransferError::ShuttingDown);
         }
-        if to == self.cfg.id || !self.cfg.voters.contains(&to) {
+        if to == self.cfg.id || !self.voters().contains_id(to) {
             return Err(TransferError::NotAVoter(to));
         }
         let deadline = now.plus(self.cfg.election_timeout);

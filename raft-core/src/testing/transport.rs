@@ -150,6 +150,8 @@ fn vote(epoch: u32, candidate: ReplicaId, voter: ReplicaId) -> Request {
         epoch: Epoch(epoch),
         candidate,
         voter,
+        voter_directory: Some(crate::DirectoryId(7)),
+        candidate_directory: None,
         last: OffsetAndEpoch::default(),
         pre_vote: false,
         leader_invited: false,
@@ -160,6 +162,7 @@ fn fetch(replica: ReplicaId, max_bytes: u32) -> Request {
     Request::Fetch(FetchRequest {
         epoch: Epoch(1),
         replica,
+        replica_directory: Some(crate::DirectoryId(u128::MAX)),
         fetch_offset: Offset(10),
         last_fetched_epoch: Epoch(1),
         high_watermark: None,

@@ -97,12 +97,13 @@ pub fn is_committed(c: &Cluster, id: OffsetAndEpoch, payload: &[u8]) -> bool {
         .is_some_and(|r| r.epoch == id.epoch && r.payload.as_ref() == payload)
 }
 
-/// The payloads of a replica's log, control records shown as `LC@epoch`.
+/// The payloads of a replica's log, control records shown as `LC@epoch` and `V@epoch`.
 pub fn log_text(c: &Cluster, id: u32) -> String {
     c.log(id)
         .iter()
         .map(|r| match r.kind {
             raft_core::RecordKind::LeaderChange => format!("LC@{}", r.epoch),
+            raft_core::RecordKind::Voters => format!("V@{}", r.epoch),
             raft_core::RecordKind::Data => {
                 format!("{}@{}", String::from_utf8_lossy(&r.payload), r.epoch)
             }

@@ -169,6 +169,8 @@ fn vote(candidate: u32, voter: u32) -> Request {
         epoch: Epoch(1),
         candidate: ReplicaId(candidate),
         voter: ReplicaId(voter),
+        voter_directory: None,
+        candidate_directory: None,
         last: OffsetAndEpoch::default(),
         pre_vote: true,
         leader_invited: false,
@@ -363,6 +365,7 @@ fn fetch(max_bytes: u32) -> Request {
     Request::Fetch(FetchRequest {
         epoch: Epoch(1),
         replica: ReplicaId(1),
+        replica_directory: None,
         fetch_offset: Offset(0),
         last_fetched_epoch: Epoch(0),
         high_watermark: None,

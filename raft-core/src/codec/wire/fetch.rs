@@ -4,8 +4,8 @@
 use bytes::{BufMut, BytesMut};
 
 use super::frame::{
-    put_count, put_duration, put_epoch, put_error, put_offset_and_epoch, put_opt, put_replica,
-    Reader,
+    put_count, put_directory, put_duration, put_epoch, put_error, put_offset_and_epoch, put_opt,
+    put_replica, Reader,
 };
 use crate::codec::{encode_record, DecodeError, RECORD_HEADER_LEN};
 use crate::message::{FetchRequest, FetchResponse, ReadBarrier};
@@ -14,6 +14,7 @@ use crate::types::Record;
 pub(super) fn put_fetch_request(out: &mut BytesMut, r: &FetchRequest) {
     put_epoch(out, r.epoch);
     put_replica(out, r.replica);
+    put_opt(out, r.replica_directory, put_directory);
     out.put_u64_le(r.fetch_offset.0);
     put_epoch(out, r.last_fetched_epoch);
     put_opt(out, r.high_watermark, |o, v| o.put_u64_le(v.0));
@@ -26,6 +27,7 @@ pub(super) fn read_fetch_request(r: &mut Reader) -> Result<FetchRequest, DecodeE
     Ok(FetchRequest {
         epoch: r.epoch()?,
         replica: r.replica()?,
+        replica_directory: r.opt("replica directory", Reader::directory)?,
         fetch_offset: r.offset()?,
         last_fetched_epoch: r.epoch()?,
         high_watermark: r.opt("high_watermark", Reader::offset)?,

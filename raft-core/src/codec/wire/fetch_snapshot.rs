@@ -4,7 +4,8 @@
 use bytes::{BufMut, BytesMut};
 
 use super::frame::{
-    put_bytes, put_epoch, put_error, put_offset_and_epoch, put_opt, put_replica, Reader,
+    put_bytes, put_directory, put_epoch, put_error, put_offset_and_epoch, put_opt, put_replica,
+    Reader,
 };
 use crate::codec::DecodeError;
 use crate::message::{FetchSnapshotRequest, FetchSnapshotResponse};
@@ -12,6 +13,7 @@ use crate::message::{FetchSnapshotRequest, FetchSnapshotResponse};
 pub(super) fn put_fetch_snapshot_request(out: &mut BytesMut, r: &FetchSnapshotRequest) {
     put_epoch(out, r.epoch);
     put_replica(out, r.replica);
+    put_opt(out, r.replica_directory, put_directory);
     put_offset_and_epoch(out, r.snapshot);
     out.put_u64_le(r.position);
     out.put_u32_le(r.max_bytes);
@@ -23,6 +25,7 @@ pub(super) fn read_fetch_snapshot_request(
     Ok(FetchSnapshotRequest {
         epoch: r.epoch()?,
         replica: r.replica()?,
+        replica_directory: r.opt("replica directory", Reader::directory)?,
         snapshot: r.offset_and_epoch()?,
         position: r.u64()?,
         max_bytes: r.u32()?,

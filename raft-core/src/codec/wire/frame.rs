@@ -9,10 +9,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::codec::reader::LeReader;
 use crate::codec::{decode_record, DecodeError, RECORD_HEADER_LEN};
 use crate::message::ErrorCode;
-use crate::types::{Epoch, Offset, OffsetAndEpoch, Record, ReplicaId};
+use crate::types::{DirectoryId, Epoch, Offset, OffsetAndEpoch, Record, ReplicaId};
 
 /// The wire version this build writes and the only one it reads.
-pub const WIRE_VERSION: u8 = 3;
+pub const WIRE_VERSION: u8 = 4;
 
 /// The kind tag of a version refusal frame.
 pub const KIND_VERSION_REFUSED: u8 = 0xFF;
@@ -80,6 +80,10 @@ pub(super) fn put_epoch(out: &mut BytesMut, epoch: Epoch) {
 
 pub(super) fn put_replica(out: &mut BytesMut, id: ReplicaId) {
     out.put_u32_le(id.0);
+}
+
+pub(super) fn put_directory(out: &mut BytesMut, d: DirectoryId) {
+    out.put_u128_le(d.0);
 }
 
 pub(super) fn put_offset_and_epoch(out: &mut BytesMut, v: OffsetAndEpoch) {
@@ -199,6 +203,17 @@ impl<'a> Reader<'a> {
 
     pub(super) fn replica(&mut self) -> Result<ReplicaId, DecodeError> {
         Ok(ReplicaId(self.u32()?))
+    }
+
+    /// A directory id; zero is reserved for "none" and refused.
+    pub(super) fn directory(&mut self) -> Result<DirectoryId, DecodeError> {
+        match u128::from_le_bytes(self.le.take()?) {
+            0 => Err(DecodeError::InvalidValue {
+                what: "directory id",
+                value: 0,
+            }),
+            d => Ok(DirectoryId(d)),
+        }
     }
 
     pub(super) fn offset(&mut self) -> Result<Offset, DecodeError> {

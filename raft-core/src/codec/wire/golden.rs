@@ -15,7 +15,7 @@ use crate::message::{
     ReadIndexRequest, ReadIndexResponse, ReplicaProgress, Request, Response, VoteRequest,
     VoteResponse, WriteOrder,
 };
-use crate::types::{Epoch, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId};
+use crate::types::{DirectoryId, Epoch, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId};
 
 /// One sample of every request, every response and the version refusal, as the hex of its
 /// frame: the exact bytes on the wire, pinned so that a change to the layout shows up here.
@@ -28,6 +28,8 @@ fn golden_frames() -> Vec<(String, Bytes)> {
                 epoch: Epoch(7),
                 candidate: ReplicaId(2),
                 voter: ReplicaId(3),
+                voter_directory: Some(DirectoryId(0x0123_4567_89ab_cdef_0011_2233_4455_6677)),
+                candidate_directory: None,
                 last: oe(41, 6),
                 pre_vote: true,
                 leader_invited: false,
@@ -39,6 +41,7 @@ fn golden_frames() -> Vec<(String, Bytes)> {
                 epoch: Epoch(7),
                 leader: ReplicaId(1),
                 voter: ReplicaId(3),
+                voter_directory: None,
             }),
         ),
         (
@@ -54,6 +57,7 @@ fn golden_frames() -> Vec<(String, Bytes)> {
             Request::Fetch(FetchRequest {
                 epoch: Epoch(7),
                 replica: ReplicaId(2),
+                replica_directory: Some(DirectoryId(5)),
                 fetch_offset: Offset(42),
                 last_fetched_epoch: Epoch(6),
                 high_watermark: Some(Offset(40)),
@@ -93,6 +97,7 @@ fn golden_frames() -> Vec<(String, Bytes)> {
             Request::FetchSnapshot(FetchSnapshotRequest {
                 epoch: Epoch(7),
                 replica: ReplicaId(2),
+                replica_directory: None,
                 snapshot: oe(30, 5),
                 position: 4096,
                 max_bytes: 1024,
@@ -161,17 +166,20 @@ fn golden_frames() -> Vec<(String, Bytes)> {
                 voters: vec![
                     ReplicaProgress {
                         replica: ReplicaId(1),
+                        directory: None,
                         end_offset: Some(Offset(44)),
                         since_last_fetch: None,
                     },
                     ReplicaProgress {
                         replica: ReplicaId(2),
+                        directory: Some(DirectoryId(2)),
                         end_offset: Some(Offset(43)),
                         since_last_fetch: Some(Duration::from_millis(15)),
                     },
                 ],
                 observers: vec![ReplicaProgress {
                     replica: ReplicaId(9),
+                    directory: None,
                     end_offset: None,
                     since_last_fetch: Some(Duration::new(2, 0)),
                 }],
@@ -266,65 +274,68 @@ fn every_frame_has_pinned_bytes() {
     }
     expect_test::expect![[r#"
         vote request:
-            03 01 07 00 00 00 02 00 00 00 03 00 00 00 29 00
-            00 00 00 00 00 00 06 00 00 00 01 00
+            04 01 07 00 00 00 02 00 00 00 03 00 00 00 01 77
+            66 55 44 33 22 11 00 ef cd ab 89 67 45 23 01 00
+            29 00 00 00 00 00 00 00 06 00 00 00 01 00
         begin_quorum_epoch request:
-            03 02 07 00 00 00 01 00 00 00 03 00 00 00
+            04 02 07 00 00 00 01 00 00 00 03 00 00 00 00
         end_quorum_epoch request:
-            03 03 07 00 00 00 01 00 00 00 02 00 00 00 03 00
+            04 03 07 00 00 00 01 00 00 00 02 00 00 00 03 00
             00 00 02 00 00 00
         fetch request:
-            03 04 07 00 00 00 02 00 00 00 2a 00 00 00 00 00
-            00 00 06 00 00 00 01 28 00 00 00 00 00 00 00 09
-            00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 f4
-            01 00 00 00 00 01 00
+            04 04 07 00 00 00 02 00 00 00 01 05 00 00 00 00
+            00 00 00 00 00 00 00 00 00 00 00 2a 00 00 00 00
+            00 00 00 06 00 00 00 01 28 00 00 00 00 00 00 00
+            09 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00
+            f4 01 00 00 00 00 01 00
         describe_quorum request:
-            03 05
+            04 05
         read_index request:
-            03 06 07 00 00 00 02 00 00 00 05 00 00 00 01
+            04 06 07 00 00 00 02 00 00 00 05 00 00 00 01
         forward request:
-            03 07 02 00 00 00 07 00 00 00 73 65 74 20 6b 20
+            04 07 02 00 00 00 07 00 00 00 73 65 74 20 6b 20
             76 06 00 00 00 69 6e 63 72 20 6e 01 08 07 06 05
             04 03 02 01 09 00 00 00 00 00 00 00
         fetch_snapshot request:
-            03 08 07 00 00 00 02 00 00 00 1e 00 00 00 00 00
-            00 00 05 00 00 00 00 10 00 00 00 00 00 00 00 04
-            00 00
+            04 08 07 00 00 00 02 00 00 00 00 1e 00 00 00 00
+            00 00 00 05 00 00 00 00 10 00 00 00 00 00 00 00
+            04 00 00
         vote response:
-            03 81 00 07 00 00 00 00 01
+            04 81 00 07 00 00 00 00 01
         begin_quorum_epoch response:
-            03 82 01 08 00 00 00 01 03 00 00 00
+            04 82 01 08 00 00 00 01 03 00 00 00
         end_quorum_epoch response:
-            03 83 00 08 00 00 00 01 03 00 00 00
+            04 83 00 08 00 00 00 01 03 00 00 00
         fetch response:
-            03 84 00 07 00 00 00 01 01 00 00 00 01 2b 00 00
+            04 84 00 07 00 00 00 01 01 00 00 00 01 2b 00 00
             00 00 00 00 00 01 28 00 00 00 00 00 00 00 06 00
             00 00 09 00 00 00 00 00 00 00 00 02 00 00 00 a7
             7a a6 e6 01 01 2a 00 00 00 00 00 00 00 07 00 00
             00 00 00 00 00 75 8b 6d ba 01 00 2b 00 00 00 00
             00 00 00 07 00 00 00 02 00 00 00 61 62
         describe_quorum response:
-            03 85 00 07 00 00 00 01 01 00 00 00 01 2b 00 00
-            00 00 00 00 00 02 00 00 00 01 00 00 00 01 2c 00
-            00 00 00 00 00 00 00 02 00 00 00 01 2b 00 00 00
-            00 00 00 00 01 00 00 00 00 00 00 00 00 c0 e1 e4
-            00 01 00 00 00 09 00 00 00 00 01 02 00 00 00 00
-            00 00 00 00 00 00 00
+            04 85 00 07 00 00 00 01 01 00 00 00 01 2b 00 00
+            00 00 00 00 00 02 00 00 00 01 00 00 00 00 01 2c
+            00 00 00 00 00 00 00 00 02 00 00 00 01 02 00 00
+            00 00 00 00 00 00 00 00 00 00 00 00 00 01 2b 00
+            00 00 00 00 00 00 01 00 00 00 00 00 00 00 00 c0
+            e1 e4 00 01 00 00 00 09 00 00 00 00 00 01 02 00
+            00 00 00 00 00 00 00 00 00 00
         read_index response:
-            03 86 03 07 00 00 00 01 01 00 00 00 01 2b 00 00
+            04 86 03 07 00 00 00 01 01 00 00 00 01 2b 00 00
             00 00 00 00 00
         forward response:
-            03 87 00 07 00 00 00 01 01 00 00 00 03 00 00 00
+            04 87 00 07 00 00 00 01 01 00 00 00 03 00 00 00
             00 01 2c 00 00 00 00 00 00 00 07 00 00 00 00 00
             00 00 02 00 00 00 4f 4b 0e 00 00 00 00 00 00 00
             00 00 0b 00 00 00 08 00 00 00 00 00
         fetch_snapshot response:
-            03 88 00 07 00 00 00 01 01 00 00 00 1e 00 00 00
+            04 88 00 07 00 00 00 01 01 00 00 00 1e 00 00 00
             00 00 00 00 05 00 00 00 10 27 00 00 00 00 00 00
             ef be ad de 00 10 00 00 00 00 00 00 03 00 00 00
             78 79 7a
         version refusal:
-            03 ff 01
+            04 ff 01
     "#]]
     .assert_eq(&text);
 }

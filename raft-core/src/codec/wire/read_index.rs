@@ -4,15 +4,16 @@
 use bytes::{BufMut, BytesMut};
 
 use super::frame::{
-    put_bool, put_count, put_duration, put_epoch, put_error, put_opt, put_replica, Reader,
+    put_bool, put_count, put_directory, put_duration, put_epoch, put_error, put_opt, put_replica,
+    Reader,
 };
 use crate::codec::DecodeError;
 use crate::message::{
     DescribeQuorumResponse, ReadIndexRequest, ReadIndexResponse, ReplicaProgress,
 };
 
-/// The smallest encoding of one [`ReplicaProgress`]: id plus two absent options.
-const REPLICA_PROGRESS_LEN_MIN: usize = 4 + 1 + 1;
+/// The smallest encoding of one [`ReplicaProgress`]: id plus three absent options.
+const REPLICA_PROGRESS_LEN_MIN: usize = 4 + 1 + 1 + 1;
 
 pub(super) fn put_read_index_request(out: &mut BytesMut, r: &ReadIndexRequest) {
     put_epoch(out, r.epoch);
@@ -57,6 +58,7 @@ pub(super) fn put_describe_quorum_response(out: &mut BytesMut, r: &DescribeQuoru
         put_count(out, list.len());
         for p in list {
             put_replica(out, p.replica);
+            put_opt(out, p.directory, put_directory);
             put_opt(out, p.end_offset, |o, v| o.put_u64_le(v.0));
             put_opt(out, p.since_last_fetch, put_duration);
         }
@@ -91,6 +93,7 @@ fn read_progress_list(
     for _ in 0..count {
         list.push(ReplicaProgress {
             replica: r.replica()?,
+            directory: r.opt("directory", Reader::directory)?,
             end_offset: r.opt("end_offset", Reader::offset)?,
             since_last_fetch: r.opt("since_last_fetch", Reader::duration)?,
         });

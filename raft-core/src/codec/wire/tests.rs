@@ -14,7 +14,7 @@ use crate::message::{
     ReadIndexRequest, ReadIndexResponse, ReplicaProgress, Request, Response, VoteRequest,
     VoteResponse, WriteOrder,
 };
-use crate::types::{Epoch, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId};
+use crate::types::{DirectoryId, Epoch, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId};
 use proptest::collection::vec;
 use proptest::prelude::*;
 
@@ -74,17 +74,25 @@ fn record() -> impl Strategy<Value = Record> {
     )
 }
 
+fn directory() -> impl Strategy<Value = Option<DirectoryId>> {
+    proptest::option::of((1u128..).prop_map(DirectoryId))
+}
+
 fn progress() -> impl Strategy<Value = ReplicaProgress> {
     (
         replica(),
+        directory(),
         proptest::option::of(offset()),
         proptest::option::of(duration()),
     )
-        .prop_map(|(replica, end_offset, since_last_fetch)| ReplicaProgress {
-            replica,
-            end_offset,
-            since_last_fetch,
-        })
+        .prop_map(
+            |(replica, directory, end_offset, since_last_fetch)| ReplicaProgress {
+                replica,
+                directory,
+                end_offset,
+                since_last_fetch,
+            },
+        )
 }
 
 fn vote_request() -> impl Strategy<Value = Request> {
@@ -95,13 +103,16 @@ fn vote_request() -> impl Strategy<Value = Request> {
         offset_and_epoch(),
         any::<bool>(),
         any::<bool>(),
+        (directory(), directory()),
     )
         .prop_map(
-            |(epoch, candidate, voter, last, pre_vote, leader_invited)| {
+            |(epoch, candidate, voter, last, pre_vote, leader_invited, dirs)| {
                 Request::Vote(VoteRequest {
                     epoch,
                     candidate,
                     voter,
+                    voter_directory: dirs.0,
+                    candidate_directory: dirs.1,
                     last,
                     pre_vote,
                     leader_invited,
@@ -112,7 +123,7 @@ fn vote_request() -> impl Strategy<Value = Request> {
 
 fn fetch_request() -> impl Strategy<Value = Request> {
     (
-        (epoch(), replica(), offset(), epoch()),
+        (epoch(), replica(), offset(), epoch(), directory()),
         (
             proptest::option::of(offset()),
             any::<u64>(),
@@ -122,12 +133,13 @@ fn fetch_request() -> impl Strategy<Value = Request> {
     )
         .prop_map(
             |(
-                (epoch, replica, fetch_offset, last_fetched_epoch),
+                (epoch, replica, fetch_offset, last_fetched_epoch, replica_directory),
                 (high_watermark, barrier, max_wait, max_bytes),
             )| {
                 Request::Fetch(FetchRequest {
                     epoch,
                     replica,
+                    replica_directory,
                     fetch_offset,
                     last_fetched_epoch,
                     high_watermark,
@@ -142,13 +154,16 @@ fn fetch_request() -> impl Strategy<Value = Request> {
 fn request() -> impl Strategy<Value = Request> {
     prop_oneof![
         vote_request(),
-        (epoch(), replica(), replica()).prop_map(|(epoch, leader, voter)| {
-            Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
-                epoch,
-                leader,
-                voter,
-            })
-        }),
+        (epoch(), replica(), replica(), directory()).prop_map(
+            |(epoch, leader, voter, voter_directory)| {
+                Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
+                    epoch,
+                    leader,
+                    voter,
+                    voter_directory,
+                })
+            }
+        ),
         (epoch(), replica(), vec(replica(), 0..8)).prop_map(|(epoch, leader, successors)| {
             Request::EndQuorumEpoch(EndQuorumEpochRequest {
                 epoch,
@@ -181,17 +196,21 @@ fn request() -> impl Strategy<Value = Request> {
             replica(),
             offset_and_epoch(),
             any::<u64>(),
-            any::<u32>()
+            any::<u32>(),
+            directory()
         )
-            .prop_map(|(epoch, replica, snapshot, position, max_bytes)| {
-                Request::FetchSnapshot(FetchSnapshotRequest {
-                    epoch,
-                    replica,
-                    snapshot,
-                    position,
-                    max_bytes,
-                })
-            }),
+            .prop_map(
+                |(epoch, replica, snapshot, position, max_bytes, replica_directory)| {
+                    Request::FetchSnapshot(FetchSnapshotRequest {
+                        epoch,
+                        replica,
+                        replica_directory,
+                        snapshot,
+                        position,
+                        max_bytes,
+                    })
+                }
+            ),
     ]
 }
 

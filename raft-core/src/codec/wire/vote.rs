@@ -4,7 +4,8 @@
 use bytes::BytesMut;
 
 use super::frame::{
-    put_bool, put_count, put_epoch, put_error, put_offset_and_epoch, put_opt, put_replica, Reader,
+    put_bool, put_count, put_directory, put_epoch, put_error, put_offset_and_epoch, put_opt,
+    put_replica, Reader,
 };
 use crate::codec::DecodeError;
 use crate::message::{
@@ -15,6 +16,8 @@ pub(super) fn put_vote_request(out: &mut BytesMut, r: &VoteRequest) {
     put_epoch(out, r.epoch);
     put_replica(out, r.candidate);
     put_replica(out, r.voter);
+    put_opt(out, r.voter_directory, put_directory);
+    put_opt(out, r.candidate_directory, put_directory);
     put_offset_and_epoch(out, r.last);
     put_bool(out, r.pre_vote);
     put_bool(out, r.leader_invited);
@@ -25,6 +28,8 @@ pub(super) fn read_vote_request(r: &mut Reader) -> Result<VoteRequest, DecodeErr
         epoch: r.epoch()?,
         candidate: r.replica()?,
         voter: r.replica()?,
+        voter_directory: r.opt("voter directory", Reader::directory)?,
+        candidate_directory: r.opt("candidate directory", Reader::directory)?,
         last: r.offset_and_epoch()?,
         pre_vote: r.bool("pre_vote")?,
         leader_invited: r.bool("leader_invited")?,
@@ -51,6 +56,7 @@ pub(super) fn put_begin_quorum_epoch_request(out: &mut BytesMut, r: &BeginQuorum
     put_epoch(out, r.epoch);
     put_replica(out, r.leader);
     put_replica(out, r.voter);
+    put_opt(out, r.voter_directory, put_directory);
 }
 
 pub(super) fn read_begin_quorum_epoch_request(
@@ -60,6 +66,7 @@ pub(super) fn read_begin_quorum_epoch_request(
         epoch: r.epoch()?,
         leader: r.replica()?,
         voter: r.replica()?,
+        voter_directory: r.opt("voter directory", Reader::directory)?,
     })
 }
 

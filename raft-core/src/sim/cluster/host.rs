@@ -53,11 +53,16 @@ impl Cluster {
         }
         let state = log_state(&h.log, h.log_start);
         let snapshot = latest.map(|(id, _)| id);
+        // The host's log holds every record from offset 0 (a purged prefix stays readable
+        // here), so the voter sets are found by scanning it, as the driver scans its log
+        // above the set its snapshot carries.
+        let voters = voter_history(&h.cfg, &h.log);
         h.replica = Some(Replica::new(
             h.cfg.clone(),
             h.election,
             &state,
             snapshot,
+            voters,
             seed,
             now,
         ));
@@ -432,7 +437,13 @@ impl Cluster {
                     }
                     _ => false,
                 };
-                Some(Input::SnapshotDownloaded { id, verified })
+                let below = &self.checker.committed()[..id.offset.0 as usize];
+                let voters = voter_history(&self.hosts[i].cfg, below).latest().clone();
+                Some(Input::SnapshotDownloaded {
+                    id,
+                    verified,
+                    voters,
+                })
             }
         }
     }
@@ -509,4 +520,15 @@ pub(super) fn read_range(log: &[Record], range: crate::protocol::RecordRange) ->
         out.push(r.clone());
     }
     out
+}
+
+/// The voter sets along `log` (every record from offset 0): the bootstrap set, then each voter
+/// set record.
+pub(super) fn voter_history(cfg: &ValidatedConfig, log: &[Record]) -> VoterHistory {
+    let mut history = VoterHistory::new(cfg.bootstrap_voters());
+    for r in log.iter().filter(|r| r.kind == crate::RecordKind::Voters) {
+        let (set, _) = crate::codec::decode_voters(&r.payload).expect("the core wrote this set");
+        history.push(r.offset, set);
+    }
+    history
 }

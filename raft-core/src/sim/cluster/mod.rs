@@ -23,7 +23,7 @@ use crate::io::{EpochStart, LogState, SnapshotMeta};
 use crate::message::{Request, RequestId, Response};
 use crate::protocol::{
     Event, Fill, Input, LogOp, Outgoing, Outputs, PersistSeq, ProposeError, ReadFailure, ReadId,
-    ReadMode, Replica, SnapshotOp, TransferError,
+    ReadMode, Replica, SnapshotOp, TransferError, VoterHistory,
 };
 use crate::types::{
     ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, ReplicaId, Role,
