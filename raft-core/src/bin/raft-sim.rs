@@ -22,6 +22,7 @@ struct Args {
     verbose: bool,
     unsafe_reads: bool,
     count_arrivals: bool,
+    membership: bool,
     lease: Option<bool>,
     lease_margin_ms: Option<u64>,
     drift_ppm: Option<u32>,
@@ -38,6 +39,7 @@ fn parse() -> Result<Args, String> {
         verbose: false,
         unsafe_reads: false,
         count_arrivals: false,
+        membership: false,
         lease: None,
         lease_margin_ms: None,
         drift_ppm: None,
@@ -60,6 +62,7 @@ fn parse() -> Result<Args, String> {
             "--verbose" => a.verbose = true,
             "--unsafe-reads" => a.unsafe_reads = true,
             "--count-arrivals" => a.count_arrivals = true,
+            "--membership" => a.membership = true,
             "--lease" => a.lease = Some(value("--lease")? != 0),
             "--drift-ppm" => a.drift_ppm = Some(value("--drift-ppm")? as u32),
             "--lease-margin-ms" => a.lease_margin_ms = Some(value("--lease-margin-ms")?),
@@ -107,6 +110,7 @@ fn main() {
                 args.verbose,
                 args.single.is_some(),
             );
+            let membership = args.membership;
             let (unsafe_reads, count_arrivals, lease, lease_margin, drift_ppm) = (
                 args.unsafe_reads,
                 args.count_arrivals,
@@ -121,6 +125,7 @@ fn main() {
                     opts.keep_trace = verbose && single;
                     opts.unsafe_reads = unsafe_reads;
                     opts.count_arrivals = count_arrivals;
+                    opts.membership = membership;
                     opts.lease_reads = lease;
                     opts.lease_drift_margin = lease_margin.map(Duration::from_millis);
                     opts.drift_ppm = drift_ppm;

@@ -609,6 +609,9 @@ impl ReplicaTask {
                         let _ = r.send(Err(error.into()));
                     }
                 }
+                Event::VotersChanged { voters } => {
+                    tracing::info!(replica = %self.cfg.id, %voters, "voter set in force");
+                }
                 Event::TransferEnded { to, result } => {
                     tracing::info!(replica = %self.cfg.id, target = %to, ?result, "transfer ended");
                     if let Some(t) = self.transfer.take() {

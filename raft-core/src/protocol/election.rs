@@ -112,7 +112,7 @@ impl Replica {
 
     /// Starts an election: a pre-vote round (Prospective) when pre-vote is on, else a candidacy.
     pub(super) fn start_election(&mut self, now: Instant, invited: bool, out: &mut Outputs) {
-        if !self.is_voter() || self.resigning {
+        if !self.may_campaign() || self.resigning {
             return;
         }
         if self.election.epoch.next() == self.election.epoch {
@@ -139,8 +139,11 @@ impl Replica {
 
     fn new_tally(&self, now: Instant, invited: bool) -> Tally {
         let me = self.cfg.id;
+        // A replica outside its newest set (its removal is not committed yet) campaigns
+        // without counting itself (Raft thesis 4.2.2).
+        let own = self.is_voter().then_some(me);
         Tally {
-            granted: BTreeSet::from([me]),
+            granted: own.into_iter().collect(),
             rejected: BTreeSet::new(),
             retry_at: self
                 .voters()
@@ -290,11 +293,25 @@ impl Replica {
             kind: RecordKind::LeaderChange,
             payload: Bytes::new(),
         };
-        let seq = self.log.append(std::slice::from_ref(&record));
-        out.log.push(LogOp::Append {
-            seq,
-            records: vec![record],
-        });
+        let mut records = vec![record];
+        // KAFKA-16532: the first leader of a cluster bootstrapped with directory ids copies the
+        // bootstrap set into the log, so that every replica learns it from the log rather than
+        // from a configuration that may say less (a static list knows no directories).
+        let bootstrap = self.voter_history.latest();
+        let unlogged = self.voter_history.latest_offset().is_none() && self.snapshot.is_none();
+        if unlogged && bootstrap.iter().any(|(_, v)| v.directory.is_some()) {
+            let mut payload = bytes::BytesMut::new();
+            crate::codec::encode_voters(bootstrap, &mut payload);
+            records.push(Record {
+                offset: epoch_start.next(),
+                epoch,
+                kind: RecordKind::Voters,
+                payload: payload.freeze(),
+            });
+        }
+        let sets = super::membership::voter_records(&records).expect("encoded just above");
+        let seq = self.log.append(&records);
+        out.log.push(LogOp::Append { seq, records });
         let voters = self
             .voters()
             .iter()
@@ -333,6 +350,7 @@ impl Replica {
             barrier_raised_at: std::collections::VecDeque::new(),
             transfer: None,
         }));
+        self.voters_appended(now, sets, out);
         tracing::info!(replica = %me, %epoch, %epoch_start, "elected leader");
         self.release(out);
         self.leader_update_high_watermark(now, out);

@@ -194,6 +194,27 @@ impl Replica {
         self.voters().is_voter(self.cfg.id, self.cfg.directory)
     }
 
+    /// Whether this replica may stand for election: it is a voter of the set in force, or it
+    /// was one of the set before and the record removing it is not committed yet. The second
+    /// case is the Raft thesis's rule (4.2.2), which KRaft lacks: without it, a leader that
+    /// removes itself from two voters and fails before the other fetched the removal leaves
+    /// a cluster where nobody can win (the remaining voter needs the removed one's vote, which
+    /// its shorter log cannot get; the removed one never campaigns). It does not count its own
+    /// vote: only the set in force elects.
+    pub(super) fn may_campaign(&self) -> bool {
+        if self.is_voter() {
+            return true;
+        }
+        let Some(latest) = self.voter_history.latest_offset() else {
+            return false;
+        };
+        latest >= self.high_watermark
+            && self
+                .voter_history
+                .at(latest)
+                .is_voter(self.cfg.id, self.cfg.directory)
+    }
+
     /// Votes (or durable offsets) that make a majority of the set in force.
     pub(super) fn majority(&self) -> usize {
         self.voters().majority()
@@ -315,22 +336,30 @@ impl Replica {
 
     /// Records appended to the log (by this leader or from a fetch) may carry voter sets: the
     /// newest takes effect now.
-    pub(super) fn voters_appended(&mut self, now: Instant, sets: Vec<(Offset, VoterSet)>) {
+    pub(super) fn voters_appended(
+        &mut self,
+        now: Instant,
+        sets: Vec<(Offset, VoterSet)>,
+        out: &mut Outputs,
+    ) {
         if sets.is_empty() {
             return;
         }
         for (offset, set) in sets {
             self.voter_history.push(offset, set);
         }
-        self.voters_changed(now);
+        self.voters_changed(now, out);
     }
 
     /// The set in force changed (an append, a truncation or a snapshot). A leader re-sorts its
     /// progress into voters and observers; other roles consult the set as they go.
-    pub(super) fn voters_changed(&mut self, _now: Instant) {
+    pub(super) fn voters_changed(&mut self, now: Instant, out: &mut Outputs) {
         tracing::info!(replica = %self.cfg.id, voters = %self.voter_history.latest(),
             "voter set in force changed");
         let set = self.voter_history.latest().clone();
+        out.events.push(super::Event::VotersChanged {
+            voters: set.clone(),
+        });
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
@@ -362,6 +391,9 @@ impl Replica {
         }
         l.check_quorum_contacts.retain(|id| voters.contains_key(id));
         l.voters = voters;
+        // A new set is given a whole window to show its majority: the window of the old set
+        // may have run out unnoticed (a one-voter set never checks).
+        l.check_quorum_deadline = now.plus(self.cfg.check_quorum_timeout());
     }
 
     /// A leader outside the set in force resigns once that set is committed: the removal of

@@ -300,6 +300,12 @@ pub enum Event {
         /// The leader the peer named.
         claimed: Option<ReplicaId>,
     },
+    /// The voter set in force on this replica changed (a voter set record was appended or
+    /// truncated, or a snapshot brought one).
+    VotersChanged {
+        /// The set now in force.
+        voters: crate::voters::VoterSet,
+    },
     /// A leadership transfer started with [`Replica::transfer_leadership`] ended: `Ok` once this
     /// replica resigned in favour of the target (which then campaigns at once).
     TransferEnded {

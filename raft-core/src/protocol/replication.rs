@@ -424,7 +424,7 @@ impl Replica {
         let sets = voter_records(&records).expect("the leader encodes its own voter sets");
         let seq = self.log.append(&records);
         out.log.push(LogOp::Append { seq, records });
-        self.voters_appended(now, sets);
+        self.voters_appended(now, sets, out);
         self.leader_complete_parked(now, false, out);
         // A single voter commits on its own durability alone.
         self.leader_update_high_watermark(now, out);
@@ -656,7 +656,7 @@ impl Replica {
             self.voter_history.truncate(target);
             if self.voter_history.latest_offset() != before {
                 // The truncated suffix held a voter set: the one before it is in force again.
-                self.voters_changed(now);
+                self.voters_changed(now, out);
             }
         }
     }
@@ -679,7 +679,7 @@ impl Replica {
         };
         let seq = self.log.append(&records);
         out.log.push(LogOp::Append { seq, records });
-        self.voters_appended(now, sets);
+        self.voters_appended(now, sets, out);
         true
     }
 

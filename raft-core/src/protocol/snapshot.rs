@@ -269,7 +269,7 @@ impl Replica {
         } else {
             self.voter_history.reset(voters);
         }
-        self.voters_changed(now);
+        self.voters_changed(now, out);
         out.restore = Some(id);
         self.snapshot = Some(id);
         self.high_watermark = id.offset;

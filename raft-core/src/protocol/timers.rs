@@ -18,7 +18,7 @@ impl Replica {
                 probe_at,
                 probing,
             } => {
-                if self.is_voter() {
+                if self.may_campaign() {
                     *deadline
                 } else if *probing {
                     Instant::NEVER
@@ -80,7 +80,7 @@ impl Replica {
         let epoch_before = self.election.epoch;
         match &self.role {
             RoleState::Unattached { deadline, .. } => {
-                if self.is_voter() {
+                if self.may_campaign() {
                     if now >= *deadline {
                         self.start_election(now, false, out);
                     }
@@ -105,7 +105,7 @@ impl Replica {
             RoleState::Follower(f) => {
                 if now >= f.fetch_deadline {
                     let invited = f.invited;
-                    if self.is_voter() {
+                    if self.may_campaign() {
                         self.start_election(now, invited, out);
                     } else {
                         // An observer forgets the leader and looks for it again.

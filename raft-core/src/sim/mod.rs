@@ -48,6 +48,8 @@ pub struct RunOptions {
     pub lease_drift_margin: Option<Duration>,
     /// Override the seed's clock drift, in parts per million.
     pub drift_ppm: Option<u32>,
+    /// Draw voter changes and disk losses (KIP-853) among the faults.
+    pub membership: bool,
 }
 
 impl RunOptions {
@@ -65,6 +67,7 @@ impl RunOptions {
             lease_reads: None,
             lease_drift_margin: None,
             drift_ppm: None,
+            membership: false,
         }
     }
 
@@ -74,6 +77,9 @@ impl RunOptions {
             "cargo xtask sim --seed {} --voters {} --observers {}",
             self.seed, self.voters, self.observers
         );
+        if self.membership {
+            cmd.push_str(" --membership");
+        }
         if self.unsafe_reads {
             cmd.push_str(" --unsafe-reads");
         }
@@ -172,6 +178,7 @@ fn run_inner(options: RunOptions) -> RunReport {
             .unwrap_or(defaults.lease_drift_margin),
         unsafe_reads: options.unsafe_reads,
         count_arrivals: options.count_arrivals,
+        membership: options.membership,
         ..defaults
     });
     cluster.set_workload(true);

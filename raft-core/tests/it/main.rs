@@ -13,6 +13,7 @@ mod driver;
 mod driver_outcomes;
 mod driver_sim;
 mod election;
+mod membership;
 mod observers;
 mod prevote;
 mod reads;

@@ -10,6 +10,7 @@ impl Cluster {
         self.next_partition = self.now + self.fault_interval(self.opts.faults.partition_every);
         self.next_crash = self.now + self.fault_interval(self.opts.faults.crash_every);
         self.next_transfer = self.now + self.transfer_interval();
+        self.next_membership = self.now + self.membership_interval();
         while self.now < until {
             let step_end = (self.now + Duration::from_millis(1)).min(until);
             self.run_until(step_end);
@@ -47,7 +48,18 @@ impl Cluster {
         Duration::from_nanos(self.transfer_rng.range(mean / 2, mean * 3 / 2))
     }
 
+    fn membership_interval(&mut self) -> Duration {
+        if !self.opts.membership {
+            return Duration::MAX / 4;
+        }
+        Duration::from_millis(self.membership_rng.range(100, 900))
+    }
+
     pub(super) fn inject_faults(&mut self) {
+        if self.now >= self.next_membership {
+            self.next_membership = self.now + self.membership_interval();
+            self.inject_membership_fault();
+        }
         if self.now >= self.next_transfer {
             self.next_transfer = self.now + self.transfer_interval();
             if let Some(l) = self.leader() {

@@ -339,13 +339,23 @@ impl Cluster {
                 claimed,
             } => {
                 let msg = format!("{id} heard from {from} that {claimed:?} leads {epoch}");
-                self.checker.report(self.now, msg);
+                if claimed == Some(id) && epoch <= self.hosts[i].forgotten_epoch {
+                    // What its lost disk led: the others remember it, the new replica cannot.
+                    let t = self.now.as_millis();
+                    self.trace
+                        .push(format!("{t}ms {msg} (led before its disk was lost)"));
+                } else {
+                    self.checker.report(self.now, msg);
+                }
             }
             Event::ReadReady { id: read, offset } => self.read_ready(i, read, offset),
             Event::ReadFailed { id: read, error } => self.read_failed(i, read, error),
             Event::TransferEnded { to, result } => {
                 self.trace
                     .push(format!("{t}ms {id} transfer to {to} ended: {result:?}"));
+            }
+            Event::VotersChanged { voters } => {
+                self.trace.push(format!("{t}ms {id} voters {voters}"));
             }
         }
     }

@@ -31,6 +31,7 @@ use crate::types::{
 
 mod fault_schedule;
 mod host;
+mod membership;
 mod network;
 mod workload;
 
@@ -73,6 +74,8 @@ pub struct ClusterOptions {
     pub unsafe_reads: bool,
     /// Negative control: the leader counts any arriving fetch as a barrier echo.
     pub count_arrivals: bool,
+    /// The sweep draws voter changes and disk losses ([`Cluster::run_with_faults_until`]).
+    pub membership: bool,
 }
 
 impl Default for ClusterOptions {
@@ -91,6 +94,7 @@ impl Default for ClusterOptions {
             lease_drift_margin: Duration::from_millis(30),
             unsafe_reads: false,
             count_arrivals: false,
+            membership: false,
         }
     }
 }
@@ -176,6 +180,8 @@ struct Host {
     kv: BTreeMap<u64, u64>,
     kv_applied: Offset,
     read_index_sent: u64,
+    /// The newest epoch this host may have led before it lost its disk ([`Cluster::wipe`]).
+    forgotten_epoch: Epoch,
 }
 
 /// A simulated cluster. See the module documentation.
@@ -219,9 +225,13 @@ pub struct Cluster {
     /// Draws of the transfer injector, apart so that the other faults a seed draws stay as
     /// they were before transfers existed.
     transfer_rng: SimRng,
+    /// Draws of the membership injector, apart like the transfer injector's.
+    membership_rng: SimRng,
+    next_membership: Duration,
+    /// How much of the committed log was scanned for voter sets, and the newest found.
+    committed_voters: (usize, crate::voters::VoterSet),
     trace: Vec<String>,
     events: u64,
-    majority: usize,
 }
 
 impl Cluster {
@@ -236,6 +246,7 @@ impl Cluster {
         let mut hosts = Vec::new();
         for id in voters.iter().chain(observers.iter()) {
             let mut cfg = Config::new(*id, voters.iter().copied());
+            cfg.directory = Some(crate::types::DirectoryId((u128::from(id.0) << 64) | 1));
             cfg.observers = observers.iter().copied().collect();
             cfg.election_timeout = opts.election_timeout;
             cfg.fetch_timeout = opts.fetch_timeout;
@@ -291,9 +302,11 @@ impl Cluster {
                 kv: BTreeMap::new(),
                 kv_applied: Offset::ZERO,
                 read_index_sent: 0,
+                forgotten_epoch: Epoch::ZERO,
             });
         }
-        let majority = voters.len() / 2 + 1;
+        let membership_rng = SimRng::new(opts.seed.rotate_left(29) ^ 0x3C6E_F372);
+        let committed_voters = (0, crate::voters::VoterSet::from_ids(voters.iter().copied()));
         let mut cluster = Cluster {
             opts,
             now: Duration::ZERO,
@@ -323,9 +336,11 @@ impl Cluster {
             next_crash: Duration::ZERO,
             next_transfer: Duration::ZERO,
             transfer_rng,
+            membership_rng,
+            next_membership: Duration::ZERO,
+            committed_voters,
             trace: Vec::new(),
             events: 0,
-            majority,
         };
         for i in 0..cluster.hosts.len() {
             cluster.start_host(i);
@@ -765,13 +780,6 @@ impl Cluster {
     }
 
     fn after_event(&mut self) {
-        let voters = self.opts.voters as usize;
-        let logs: Vec<&[Record]> = self.hosts[..voters]
-            .iter()
-            .map(|h| h.durable_log.as_slice())
-            .collect();
-        let mut checker = std::mem::take(&mut self.checker);
-        checker.check_majority_durable(self.now, &logs, self.majority);
-        self.checker = checker;
+        self.check_majority_durable();
     }
 }

@@ -1,0 +1,264 @@
+//! Membership in the simulator: voter changes asked of the leader, disk loss (a host comes back
+//! with an empty directory and a new directory id), the random membership faults of a sweep,
+//! and the durability check against the voter sets in force.
+
+use super::*;
+use crate::protocol::{MembershipError, VoterChange};
+use crate::types::DirectoryId;
+use crate::voters::VoterSet;
+
+impl Cluster {
+    /// The directory id replica `id` runs with now (a wipe gives it a new one).
+    pub fn directory(&self, id: u32) -> DirectoryId {
+        let i = self.index(ReplicaId(id));
+        self.hosts[i]
+            .cfg
+            .directory
+            .expect("every host has a directory")
+    }
+
+    /// Asks replica `id` (the leader) for one voter change; the outcome is traced.
+    pub fn change_voters(
+        &mut self,
+        id: u32,
+        change: VoterChange,
+    ) -> Result<OffsetAndEpoch, MembershipError> {
+        let i = self.index(ReplicaId(id));
+        let now = self.local_time(i);
+        let h = &mut self.hosts[i];
+        let Some(replica) = h.replica.as_mut() else {
+            return Err(MembershipError::ShuttingDown);
+        };
+        let mut out = std::mem::take(&mut h.out);
+        let result = replica.change_voters(now, change.clone(), &mut out);
+        self.handle_outputs(i, &mut out);
+        self.hosts[i].out = out;
+        self.schedule_tick(i);
+        let t = self.now.as_millis();
+        self.trace
+            .push(format!("{t}ms r{id} asked {change:?}: {result:?}"));
+        result
+    }
+
+    /// Disk loss: crashes replica `id` (if it runs) and replaces its storage with an empty
+    /// directory under a new directory id, as a reformatted machine would come back. It stays
+    /// down until [`Cluster::restart`].
+    pub fn wipe(&mut self, id: u32) {
+        let i = self.index(ReplicaId(id));
+        let epoch = self.hosts[i].replica.as_ref().map(|r| r.epoch());
+        self.crash_host(i);
+        let h = &mut self.hosts[i];
+        // Anything it led is at most the newest epoch any replica reached.
+        let newest = self
+            .checker
+            .committed()
+            .last()
+            .map_or(Epoch::ZERO, |r| r.epoch);
+        h.forgotten_epoch = h.forgotten_epoch.max(epoch.unwrap_or_default()).max(newest);
+        h.incarnation += 1;
+        h.log.clear();
+        h.durable_log.clear();
+        h.log_start = Offset::ZERO;
+        h.durable_start = Offset::ZERO;
+        h.snapshots.clear();
+        h.partial = None;
+        h.since_snapshot = 0;
+        h.pending_ops.clear();
+        h.election = None;
+        h.election_pending = None;
+        h.kv.clear();
+        h.kv_applied = Offset::ZERO;
+        let old = h.cfg.directory.expect("every host has a directory");
+        let mut cfg = h.cfg.clone().into_inner();
+        cfg.directory = Some(DirectoryId(old.0 + 1));
+        // A reformatted machine joins; it is never bootstrapped again as a voter (that would be
+        // a second standalone cluster, or a static voter without its data). The other hosts
+        // are its contacts until its log or a snapshot names the voters.
+        let me = h.id;
+        cfg.voters = (1..=self.hosts.len() as u32)
+            .map(ReplicaId)
+            .filter(|r| *r != me)
+            .collect();
+        cfg.observers = std::iter::once(me).collect();
+        let h = &mut self.hosts[i];
+        h.cfg = cfg
+            .validate()
+            .expect("only the directory and contacts changed");
+        self.checker.forget_replica(me);
+        let t = self.now.as_millis();
+        self.trace.push(format!("{t}ms r{id} lost its disk"));
+    }
+
+    /// The voter set in force on the newest leader (or on replica 1 when none leads).
+    fn leading_voters(&self) -> Option<(u32, VoterSet)> {
+        let l = self.leader()?;
+        Some((l, self.replica(l).voters().clone()))
+    }
+
+    /// Voters whose key no host has any more (their directory was wiped).
+    fn stale_voters(&self, set: &VoterSet) -> Vec<(ReplicaId, Option<DirectoryId>)> {
+        set.iter()
+            .filter(|(id, v)| {
+                let host = self.hosts.iter().find(|h| h.id == *id);
+                v.directory.is_some() && host.is_none_or(|h| h.cfg.directory != v.directory)
+            })
+            .map(|(id, v)| (id, v.directory))
+            .collect()
+    }
+
+    /// One random membership fault: replace a stale voter, add an observer, remove a voter, or
+    /// wipe a disk (only where the set in force keeps a live majority without it).
+    pub(super) fn inject_membership_fault(&mut self) {
+        let Some((leader, set)) = self.leading_voters() else {
+            return;
+        };
+        let stale = self.stale_voters(&set);
+        if let Some(&(id, directory)) = stale.first() {
+            let _ = self.change_voters(leader, VoterChange::Remove { id, directory });
+            return;
+        }
+        let n = self.hosts.len() as u32;
+        match self.membership_rng.below(20) {
+            0..=9 => {
+                let candidates: Vec<u32> = (1..=n)
+                    .filter(|id| !set.contains_id(ReplicaId(*id)))
+                    .collect();
+                if candidates.is_empty() {
+                    return;
+                }
+                let id = candidates[self.membership_rng.below(candidates.len() as u64) as usize];
+                let directory = self.directory(id);
+                let _ = self.change_voters(
+                    leader,
+                    VoterChange::Add {
+                        id: ReplicaId(id),
+                        directory,
+                        endpoint: format!("host-{id}:9000"),
+                    },
+                );
+            }
+            10..=16 => {
+                let ids: Vec<ReplicaId> = set.ids().collect();
+                let id = ids[self.membership_rng.below(ids.len() as u64) as usize];
+                let directory = set.get(id).and_then(|v| v.directory);
+                let _ = self.change_voters(leader, VoterChange::Remove { id, directory });
+            }
+            _ => {
+                let id = self.membership_rng.range(1, u64::from(n)) as u32;
+                if self.may_wipe(ReplicaId(id)) {
+                    self.wipe(id);
+                    let down = self
+                        .rng
+                        .range(1, self.opts.faults.downtime_max.as_nanos().max(2) as u64);
+                    let host = ReplicaId(id);
+                    self.schedule(self.now + Duration::from_nanos(down), Ev::Restart { host });
+                }
+            }
+        }
+    }
+
+    /// Every voter set that may still decide a commit: the newest committed one and every
+    /// newer one in some replica's log.
+    fn deciding_sets(&mut self) -> Vec<VoterSet> {
+        let n = self.checker.committed().len();
+        self.advance_committed_voters();
+        let mut sets = vec![self.committed_voters.1.clone()];
+        for h in &self.hosts {
+            let above = h.log.get(n..).unwrap_or(&[]);
+            for r in above.iter().filter(|r| r.kind == crate::RecordKind::Voters) {
+                if let Ok((set, _)) = crate::codec::decode_voters(&r.payload) {
+                    sets.push(set);
+                }
+            }
+        }
+        sets
+    }
+
+    /// Whether losing this host's disk is a fault the protocol must survive: in every set that
+    /// may still decide, it is absent, or present with a directory (so its lost vote cannot be
+    /// given again) in a set of three or more where no other key was lost. A static voter has
+    /// no directory to tell its lost disk apart: wiping one is the amnesia only directory ids
+    /// prevent; two lost keys in one set may leave no majority at all.
+    fn may_wipe(&mut self, id: ReplicaId) -> bool {
+        let mut sets = self.deciding_sets();
+        // What each replica acts on, too: one that has not yet fetched a change still counts
+        // the static entries of its older set, which match a wiped replica's new directory.
+        for h in &self.hosts {
+            let set = match &h.replica {
+                Some(r) => r.voters().clone(),
+                None => super::host::voter_history(&h.cfg, &h.log).latest().clone(),
+            };
+            sets.push(set);
+        }
+        sets.iter().all(|set| match set.get(id) {
+            None => true,
+            Some(v) => v.directory.is_some() && set.len() >= 3 && self.stale_voters(set).is_empty(),
+        })
+    }
+
+    /// S8 with membership: the committed prefix is durable on a majority of a voter set that
+    /// may have committed it: the newest committed set, or any newer set in some replica's log
+    /// (a leader counts the set in force, which may be uncommitted). A voter whose directory was
+    /// wiped holds nothing; each such loss lowers the count asked for by one (the protocol
+    /// cannot be asked to survive data loss, only to never act on the lost voter's behalf).
+    pub(super) fn check_majority_durable(&mut self) {
+        let n = self.checker.committed().len();
+        if n == 0 {
+            return;
+        }
+        let sets = self.deciding_sets();
+        let last = self.checker.committed()[n - 1].clone();
+        let holds = |h: &Host| h.durable_log.len() >= n && h.durable_log[n - 1] == last;
+        let mut best = None;
+        for set in &sets {
+            let holding = set
+                .iter()
+                .filter(|(id, v)| {
+                    self.hosts.iter().any(|h| {
+                        h.id == *id
+                            && (v.directory.is_none() || v.directory == h.cfg.directory)
+                            && holds(h)
+                    })
+                })
+                .count();
+            let lost = self.stale_voters(set).len();
+            let needed = set.majority().saturating_sub(lost).max(1);
+            if holding >= needed {
+                return;
+            }
+            best.get_or_insert((holding, needed, set.clone()));
+        }
+        if let Some((holding, needed, set)) = best {
+            let ends: Vec<String> = self
+                .hosts
+                .iter()
+                .map(|h| format!("{}:{}/{}", h.id, h.durable_log.len(), h.log.len()))
+                .collect();
+            let msg = format!(
+                "S8 committed prefix up to {n} is durable on {holding} voters of {set}, fewer than {needed} (durable/log ends {})",
+                ends.join(" ")
+            );
+            self.checker.report(self.now, msg);
+        }
+    }
+
+    /// Keeps the newest voter set of the committed log up to date, scanning only what was
+    /// committed since the last call.
+    fn advance_committed_voters(&mut self) {
+        let committed = self.checker.committed();
+        let (scanned, _) = &self.committed_voters;
+        let mut newest = None;
+        for r in &committed[*scanned..] {
+            if r.kind == crate::RecordKind::Voters {
+                if let Ok((set, _)) = crate::codec::decode_voters(&r.payload) {
+                    newest = Some(set);
+                }
+            }
+        }
+        let len = committed.len();
+        self.committed_voters.0 = len;
+        if let Some(set) = newest {
+            self.committed_voters.1 = set;
+        }
+    }
+}

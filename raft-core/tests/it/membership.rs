@@ -1,0 +1,220 @@
+//! Dynamic membership (KIP-853): voters added and removed one at a time through the log, the
+//! leader removing itself, and a replica whose disk was lost coming back as a new replica.
+
+use raft_core::protocol::{MembershipError, VoterChange};
+use raft_core::{ReplicaId, Role, VoterSet};
+
+use crate::{assert_no_violations, cluster, commit, ms, settle};
+
+fn add(c: &raft_core::sim::Cluster, id: u32) -> VoterChange {
+    VoterChange::Add {
+        id: ReplicaId(id),
+        directory: c.directory(id),
+        endpoint: format!("host-{id}:9000"),
+    }
+}
+
+/// Adds `id` on `leader` once it has caught up (retrying refusals for a bounded while).
+fn add_when_caught_up(c: &mut raft_core::sim::Cluster, leader: u32, id: u32) -> bool {
+    for _ in 0..100 {
+        let change = add(c, id);
+        if c.change_voters(leader, change).is_ok() {
+            return true;
+        }
+        c.run_for(ms(10));
+    }
+    false
+}
+
+fn ids(set: &VoterSet) -> Vec<u32> {
+    set.ids().map(|r| r.0).collect()
+}
+
+#[test]
+fn an_observer_is_added_and_then_counts_for_the_commit() {
+    // Goal: a caught-up observer becomes a voter through the log; every replica acts on the new
+    // set once it holds the record, and from then on the new voter is needed for a majority.
+    // Method: one voter, one observer; add the observer, then cut it off and check that a write
+    // no longer commits (two voters need both), then heal and check it does.
+    let mut c = cluster(61, 1, 1);
+    let leader = settle(&mut c);
+    assert_eq!(leader, 1);
+    commit(&mut c, leader, b"before");
+    let id = c
+        .change_voters(1, add(&c, 2))
+        .expect("a caught-up observer is added");
+    let spread = c.run_until_cond(ms(500), |c| {
+        c.committed().len() > id.offset.0 as usize && ids(c.replica(2).voters()) == [1, 2]
+    });
+    assert!(
+        spread,
+        "the change did not commit everywhere:\n{}",
+        c.trace()
+    );
+    assert_eq!(c.replica(2).role(), Role::Follower);
+    c.isolate(2);
+    let w = c.propose(1, b"needs-both").expect("the leader accepts");
+    c.run_for(ms(100));
+    assert!(
+        c.committed().len() <= w.offset.0 as usize,
+        "a write committed without the new voter:\n{}",
+        c.trace()
+    );
+    c.heal();
+    let ok = c.run_until_cond(ms(1000), |c| c.committed().len() > w.offset.0 as usize);
+    assert!(ok, "the write did not commit after healing:\n{}", c.trace());
+    assert_no_violations(&c);
+}
+
+#[test]
+fn changes_are_refused_while_one_is_uncommitted_and_for_unknown_or_lagging_replicas() {
+    // Goal: the leader's preconditions, each with its own error: one change at a time (tied to
+    // the log: the record is uncommitted), ids are unique, removal needs a voter, and only a
+    // replica fetching with exactly the key may be added.
+    let mut c = cluster(62, 3, 2);
+    let leader = settle(&mut c);
+    commit(&mut c, leader, b"x");
+    let voter = (1..=3).find(|v| *v != leader).expect("three voters");
+    assert_eq!(
+        c.change_voters(leader, add(&c, voter)),
+        Err(MembershipError::Invalid(
+            raft_core::voters::VoterSetError::Duplicate(ReplicaId(voter))
+        ))
+    );
+    let wrong_directory = VoterChange::Add {
+        id: ReplicaId(4),
+        directory: raft_core::DirectoryId(c.directory(4).0 + 7),
+        endpoint: String::new(),
+    };
+    assert!(matches!(
+        c.change_voters(leader, wrong_directory),
+        Err(MembershipError::NotCaughtUp { seen: Some(_), .. })
+    ));
+    assert!(matches!(
+        c.change_voters(voter, add(&c, 4)),
+        Err(MembershipError::NotLeader { .. })
+    ));
+    // Hold the followers' syncs: the first change cannot commit, so the second must wait.
+    for v in (1..=3).filter(|v| *v != leader) {
+        c.hold_syncs(v, true);
+    }
+    let first = c
+        .change_voters(leader, add(&c, 4))
+        .expect("the first change");
+    c.run_for(ms(20));
+    assert_eq!(
+        c.change_voters(leader, add(&c, 5)),
+        Err(MembershipError::ChangeInProgress {
+            offset: first.offset
+        })
+    );
+    for v in (1..=3).filter(|v| *v != leader) {
+        c.hold_syncs(v, false);
+    }
+    let done = c.run_until_cond(ms(1000), |c| c.committed().len() > first.offset.0 as usize);
+    assert!(done, "the first change did not commit:\n{}", c.trace());
+    c.change_voters(leader, add(&c, 5))
+        .expect("the second change once the first committed");
+    assert_no_violations(&c);
+}
+
+#[test]
+fn a_leader_that_removes_itself_resigns_once_the_removal_commits() {
+    // Goal: KIP-853's self-removal: the leader keeps leading (without counting itself) until
+    // its removal commits, then resigns, and the remaining voters elect a leader among
+    // themselves; the removed replica stays an observer and never campaigns again.
+    let mut c = cluster(63, 3, 0);
+    let leader = settle(&mut c);
+    commit(&mut c, leader, b"x");
+    let removal = c
+        .change_voters(
+            leader,
+            VoterChange::Remove {
+                id: ReplicaId(leader),
+                directory: None,
+            },
+        )
+        .expect("a leader may remove itself");
+    let moved = c.run_until_cond(ms(2000), |c| {
+        c.committed().len() > removal.offset.0 as usize && c.leader().is_some_and(|l| l != leader)
+    });
+    assert!(moved, "no other leader after the removal:\n{}", c.trace());
+    let next = settle(&mut c);
+    assert_ne!(next, leader);
+    assert!(!c.replica(next).voters().contains_id(ReplicaId(leader)));
+    commit(&mut c, next, b"after");
+    c.run_for(ms(1500));
+    assert_ne!(
+        c.replica(leader).role(),
+        Role::Leader,
+        "the removed replica led again"
+    );
+    assert_no_violations(&c);
+}
+
+#[test]
+fn a_replica_with_a_lost_disk_is_a_new_replica_until_replaced() {
+    // Goal: F8 (amnesia). A voter added with its directory id loses its disk and comes back
+    // with a new one: it is not that voter (its fetches do not count), and it becomes one again
+    // only by remove (old key) then add (new key). Method: grow to three voters with directory
+    // ids, wipe one, check the set still names the old key and the wiped replica is an
+    // observer, then replace it and check a write needs it again.
+    let mut c = cluster(64, 1, 2);
+    settle(&mut c);
+    for id in [2, 3] {
+        assert!(
+            add_when_caught_up(&mut c, 1, id),
+            "adding {id} failed:\n{}",
+            c.trace()
+        );
+        let done = c.run_until_cond(ms(1000), |c| {
+            c.replica(1).voters().contains_id(ReplicaId(id))
+                && c.replica(1).high_watermark() >= c.replica(1).log_end().offset
+        });
+        assert!(done, "adding {id} did not commit:\n{}", c.trace());
+    }
+    let old = c.directory(3);
+    c.wipe(3);
+    c.restart(3);
+    assert_ne!(c.directory(3), old);
+    let caught_up = c.run_until_cond(ms(2000), |c| {
+        c.replica(3).log_end().offset >= c.replica(1).log_end().offset
+    });
+    assert!(
+        caught_up,
+        "the new replica did not catch up:\n{}",
+        c.trace()
+    );
+    let set = c.replica(3).voters().clone();
+    assert_eq!(set.get(ReplicaId(3)).and_then(|v| v.directory), Some(old));
+    assert_ne!(c.replica(3).role(), Role::Leader);
+    // Replace: remove the old key, then add the new one.
+    let removed = c
+        .change_voters(
+            1,
+            VoterChange::Remove {
+                id: ReplicaId(3),
+                directory: Some(old),
+            },
+        )
+        .expect("the old key is removed");
+    let ok = c.run_until_cond(ms(1000), |c| {
+        c.committed().len() > removed.offset.0 as usize
+    });
+    assert!(ok, "the removal did not commit:\n{}", c.trace());
+    assert!(
+        add_when_caught_up(&mut c, 1, 3),
+        "the new key was not added:\n{}",
+        c.trace()
+    );
+    let ok = c.run_until_cond(ms(1000), |c| {
+        c.replica(3)
+            .voters()
+            .get(ReplicaId(3))
+            .and_then(|v| v.directory)
+            == Some(c.directory(3))
+    });
+    assert!(ok, "the new key did not reach the replica:\n{}", c.trace());
+    commit(&mut c, 1, b"after-replace");
+    assert_no_violations(&c);
+}
