@@ -264,6 +264,7 @@ impl Server {
             proto: Proto::Resp2,
             multi: None,
             multi_failed: false,
+            watched: Vec::new(),
         };
         // The connection's writes take effect in the order sent, also across pipelines whose
         // outcome was unknown (see `WriteSession`).
@@ -344,6 +345,21 @@ impl Server {
                 Plan::Close(r) => {
                     r.encode_as(out, conn.proto);
                     return true;
+                }
+                Plan::Read(ReadOp::Watch(keys)) => {
+                    // The offset after the barrier covers every write acknowledged before this
+                    // WATCH: only later writes abort the transaction.
+                    if !barrier_passed {
+                        match self.read_barrier(conn.read_mode).await {
+                            Ok(()) => barrier_passed = true,
+                            Err(r) => {
+                                r.encode_as(out, conn.proto);
+                                continue;
+                            }
+                        }
+                    }
+                    let at = self.kv.applied().0;
+                    conn.watch(keys, at).encode_as(out, conn.proto);
                 }
                 Plan::Read(op) => {
                     let started = std::time::Instant::now();
@@ -532,14 +548,11 @@ impl Server {
                 cursor,
                 pattern,
                 count,
-                string_only,
+                type_name,
             } => {
-                let (next, keys) = self.kv.scan(cursor, pattern.as_deref(), count, now);
-                let keys = if string_only == Some(false) {
-                    Vec::new()
-                } else {
-                    keys
-                };
+                let (next, keys) =
+                    self.kv
+                        .scan(cursor, pattern.as_deref(), count, type_name.as_deref(), now);
                 Reply::Array(vec![
                     Reply::bulk(next.to_string()),
                     Reply::Array(keys.into_iter().map(Reply::Bulk).collect()),
