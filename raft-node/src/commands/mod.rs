@@ -405,6 +405,8 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
             ]))
         }
         "pttl" => read(TxRead::Ttl(a[0].clone(), true)),
+        "expiretime" => read(TxRead::ExpireTime(a[0].clone(), false)),
+        "pexpiretime" => read(TxRead::ExpireTime(a[0].clone(), true)),
         "mget" => read(TxRead::MGet(a.to_vec())),
         "exists" => read(TxRead::Exists(a.to_vec())),
         "dbsize" => read(TxRead::DbSize),

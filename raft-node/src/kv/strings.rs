@@ -244,6 +244,20 @@ impl Store {
                 };
                 Reply::Int(if *ms || t < 0 { t } else { (t + 999) / 1000 })
             }
+            TxRead::ExpireTime(k, ms) => Reply::Int(match self.live(k, now_ms) {
+                None => -2,
+                Some(Entry {
+                    expire_at_ms: None, ..
+                }) => -1,
+                Some(Entry {
+                    expire_at_ms: Some(at),
+                    ..
+                }) if *ms => *at as i64,
+                Some(Entry {
+                    expire_at_ms: Some(at),
+                    ..
+                }) => at.div_ceil(1000) as i64,
+            }),
             TxRead::Type(k) => Reply::Simple(
                 self.live(k, now_ms)
                     .map_or("none", |e| e.value.type_name())

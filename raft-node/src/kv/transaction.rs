@@ -31,6 +31,9 @@ pub enum TxRead {
     Type(Bytes),
     /// `DBSIZE`.
     DbSize,
+    /// `EXPIRETIME` (seconds) or `PEXPIRETIME` (milliseconds, when `true`): the absolute
+    /// expiry, the same on every replica.
+    ExpireTime(Bytes, bool),
     /// A read of a hash.
     Hash(HashRead),
     /// A read of a list.
@@ -68,6 +71,8 @@ const READ_HASH: u8 = 8;
 const READ_LIST: u8 = 9;
 const READ_SET: u8 = 10;
 const READ_ZSET: u8 = 11;
+const READ_EXPIRETIME: u8 = 12;
+const READ_PEXPIRETIME: u8 = 13;
 
 /// Appends the operations of a transaction.
 pub(super) fn put_ops(out: &mut BytesMut, ops: &[TxOp]) {
@@ -110,6 +115,14 @@ pub(super) fn put_ops(out: &mut BytesMut, ops: &[TxOp]) {
                         put_bytes(out, k);
                     }
                     TxRead::DbSize => out.put_u8(READ_DBSIZE),
+                    TxRead::ExpireTime(k, ms) => {
+                        out.put_u8(if *ms {
+                            READ_PEXPIRETIME
+                        } else {
+                            READ_EXPIRETIME
+                        });
+                        put_bytes(out, k);
+                    }
                     TxRead::Hash(h) => {
                         out.put_u8(READ_HASH);
                         super::hash::put_read(out, h);
@@ -150,6 +163,8 @@ pub(super) fn read_ops(r: &mut Reader) -> Result<Vec<TxOp>, DecodeError> {
                     READ_PTTL => TxRead::Ttl(r.bytes()?, true),
                     READ_TYPE => TxRead::Type(r.bytes()?),
                     READ_DBSIZE => TxRead::DbSize,
+                    READ_EXPIRETIME => TxRead::ExpireTime(r.bytes()?, false),
+                    READ_PEXPIRETIME => TxRead::ExpireTime(r.bytes()?, true),
                     READ_HASH => TxRead::Hash(super::hash::read_read(r)?),
                     READ_LIST => TxRead::List(super::list::read_read(r)?),
                     READ_SET => TxRead::Set(super::set::read_read(r)?),

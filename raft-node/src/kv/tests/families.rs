@@ -359,6 +359,10 @@ fn key_commands_and_expiry_of_every_type() {
         ("PTTL t2", ":-1"),
         ("GETEX t2 PX 500", "v"),
         ("PTTL t2", ":500"),
+        ("PEXPIRETIME t2", ":1500"),
+        ("EXPIRETIME t2", ":2"),
+        ("EXPIRETIME g2", ":-1"),
+        ("EXPIRETIME nokey", ":-2"),
         ("GETEX t2", "v"),
         (
             "GETEX t2 EX 0",
