@@ -1,5 +1,9 @@
-//! RESP2, the Redis wire protocol: an incremental request parser with a bound on every length a
-//! client controls, and the reply encoding.
+//! RESP, the Redis wire protocol: an incremental request parser with a bound on every length a
+//! client controls, and the reply encoding in RESP2 or RESP3.
+//!
+//! The state machine answers a write before the server knows which protocol the client
+//! speaks (a follower relays the leader's answer): it encodes a [`Reply::to_response`] that
+//! [`transcode`] turns into either protocol exactly.
 //!
 //! The parser works on a growing buffer: it either takes one complete command off the front,
 //! says how many bytes it needs before trying again (so a large bulk string arriving in small

@@ -1,4 +1,4 @@
-//! The RESP2 server: accepts client connections, parses pipelined requests, and runs each one
+//! The RESP server: accepts client connections, parses pipelined requests, and runs each one
 //! against the node: writes through the connection's write session (`Server::run_writes`),
 //! reads after [`Server::read_barrier`].
 //!

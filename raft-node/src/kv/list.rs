@@ -248,6 +248,34 @@ fn position(index: i64, len: usize) -> Option<usize> {
     (0..len as i64).contains(&i).then_some(i as usize)
 }
 
+/// `LREM` on one list: removes up to `count` copies of `value` from the head (negative: from
+/// the tail; 0: all).
+fn list_rem(l: &mut List, count: i64, value: &Bytes) -> (Reply, bool) {
+    let limit = if count == 0 {
+        usize::MAX
+    } else {
+        count.unsigned_abs().min(usize::MAX as u64) as usize
+    };
+    let mut removed = 0;
+    let mut keep = |v: &Bytes| {
+        if removed < limit && v == value {
+            removed += 1;
+            false
+        } else {
+            true
+        }
+    };
+    let kept: List = if count < 0 {
+        let mut rev: Vec<Bytes> = l.iter().rev().filter(|v| keep(v)).cloned().collect();
+        rev.reverse();
+        rev.into()
+    } else {
+        l.iter().filter(|v| keep(v)).cloned().collect()
+    };
+    *l = kept;
+    (Reply::Int(removed as i64), removed > 0)
+}
+
 fn pop(l: &mut List, left: bool) -> Option<Bytes> {
     if left {
         l.pop_front()
@@ -306,39 +334,7 @@ impl Store {
                 })?
                 .unwrap_or_else(|| Reply::err("no such key")),
             ListCmd::Rem { key, count, value } => self
-                .update(&key, false, |l: &mut List| {
-                    let limit = if count == 0 {
-                        usize::MAX
-                    } else {
-                        count.unsigned_abs().min(usize::MAX as u64) as usize
-                    };
-                    let mut removed = 0;
-                    let keep = |v: &Bytes, removed: &mut usize| {
-                        if *removed < limit && *v == value {
-                            *removed += 1;
-                            false
-                        } else {
-                            true
-                        }
-                    };
-                    let kept: List = if count < 0 {
-                        let mut rev: Vec<Bytes> = l
-                            .iter()
-                            .rev()
-                            .filter(|v| keep(v, &mut removed))
-                            .cloned()
-                            .collect();
-                        rev.reverse();
-                        rev.into()
-                    } else {
-                        l.iter()
-                            .filter(|v| keep(v, &mut removed))
-                            .cloned()
-                            .collect()
-                    };
-                    *l = kept;
-                    (Reply::Int(removed as i64), removed > 0)
-                })?
+                .update(&key, false, |l: &mut List| list_rem(l, count, &value))?
                 .unwrap_or(Reply::Int(0)),
             ListCmd::Trim { key, start, stop } => {
                 self.update(&key, false, |l: &mut List| {

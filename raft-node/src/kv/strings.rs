@@ -40,65 +40,12 @@ impl Store {
                 get,
                 expire_at_ms,
                 keep_ttl,
-            } => {
-                let exists = self.map.contains_key(&key);
-                let old = if get {
-                    self.str_of(&key)?.map(|(v, _)| v.clone())
-                } else {
-                    None
-                };
-                let allowed = match cond {
-                    SetCond::Always => true,
-                    SetCond::IfAbsent => !exists,
-                    SetCond::IfPresent => exists,
-                };
-                if allowed {
-                    let expiry = if keep_ttl {
-                        self.map.get(&key).and_then(|e| e.expire_at_ms)
-                    } else {
-                        expire_at_ms
-                    };
-                    self.put(key, Value::Str(value), expiry);
-                }
-                match (get, allowed) {
-                    (true, _) => old.map_or(Reply::Nil, Reply::Bulk),
-                    (false, true) => Reply::ok(),
-                    (false, false) => Reply::Nil,
-                }
-            }
+            } => self.set(key, value, cond, get, expire_at_ms, keep_ttl)?,
             Command::Del { keys } => {
                 Reply::Int(keys.iter().filter(|k| self.remove(k).is_some()).count() as i64)
             }
-            Command::IncrBy { key, delta } => {
-                let (current, expiry) = match self.str_of(&key)? {
-                    None => (0, None),
-                    Some((v, expiry)) => match parse_i64(v) {
-                        Some(n) => (n, expiry),
-                        None => return Err(Reply::err(NOT_INTEGER)),
-                    },
-                };
-                let Some(next) = current.checked_add(delta) else {
-                    return Err(Reply::err("increment or decrement would overflow"));
-                };
-                self.put(key, Value::Str(Bytes::from(next.to_string())), expiry);
-                Reply::Int(next)
-            }
-            Command::IncrByFloat { key, delta } => {
-                let (current, expiry) = match self.str_of(&key)? {
-                    None => (0.0, None),
-                    Some((v, expiry)) => match parse_f64(v) {
-                        Some(n) => (n, expiry),
-                        None => return Err(Reply::err("value is not a valid float")),
-                    },
-                };
-                let next = current + delta.0;
-                if !next.is_finite() {
-                    return Err(Reply::err("increment would produce NaN or Infinity"));
-                }
-                let text = Bytes::from(format_double(next));
-                self.put(key, Value::Str(text.clone()), expiry);
-                Reply::Bulk(text)
-            }
+            Command::IncrBy { key, delta } => self.incr_by(key, delta)?,
+            Command::IncrByFloat { key, delta } => self.incr_by_float(key, delta.0)?,
             Command::MSet { pairs } => {
                 for (k, v) in pairs {
                     self.put(k, Value::Str(v), None);
@@ -159,25 +106,96 @@ impl Store {
                 src,
                 dst,
                 if_absent,
-            } => {
-                if !self.map.contains_key(&src) {
-                    return Err(Reply::err("no such key"));
-                }
-                if if_absent && self.map.contains_key(&dst) {
-                    return Ok(Reply::Int(0));
-                }
-                if src != dst {
-                    let entry = self.remove(&src).expect("the key is present");
-                    self.put(dst, entry.value, entry.expire_at_ms);
-                }
-                if if_absent {
-                    Reply::Int(1)
-                } else {
-                    Reply::ok()
-                }
-            }
+            } => self.rename(src, dst, if_absent)?,
             // The other commands are dispatched by `Store::apply` before this.
             _ => Reply::err("internal: a command reached the wrong family"),
+        })
+    }
+
+    fn set(
+        &mut self,
+        key: Bytes,
+        value: Bytes,
+        cond: SetCond,
+        get: bool,
+        expire_at_ms: Option<u64>,
+        keep_ttl: bool,
+    ) -> Result<Reply, Reply> {
+        let exists = self.map.contains_key(&key);
+        let old = if get {
+            self.str_of(&key)?.map(|(v, _)| v.clone())
+        } else {
+            None
+        };
+        let allowed = match cond {
+            SetCond::Always => true,
+            SetCond::IfAbsent => !exists,
+            SetCond::IfPresent => exists,
+        };
+        if allowed {
+            let expiry = if keep_ttl {
+                self.map.get(&key).and_then(|e| e.expire_at_ms)
+            } else {
+                expire_at_ms
+            };
+            self.put(key, Value::Str(value), expiry);
+        }
+        Ok(match (get, allowed) {
+            (true, _) => old.map_or(Reply::Nil, Reply::Bulk),
+            (false, true) => Reply::ok(),
+            (false, false) => Reply::Nil,
+        })
+    }
+
+    fn incr_by(&mut self, key: Bytes, delta: i64) -> Result<Reply, Reply> {
+        let (current, expiry) = match self.str_of(&key)? {
+            None => (0, None),
+            Some((v, expiry)) => match parse_i64(v) {
+                Some(n) => (n, expiry),
+                None => return Err(Reply::err(NOT_INTEGER)),
+            },
+        };
+        let Some(next) = current.checked_add(delta) else {
+            return Err(Reply::err("increment or decrement would overflow"));
+        };
+        self.put(key, Value::Str(Bytes::from(next.to_string())), expiry);
+        Ok(Reply::Int(next))
+    }
+
+    fn incr_by_float(&mut self, key: Bytes, delta: f64) -> Result<Reply, Reply> {
+        let (current, expiry) = match self.str_of(&key)? {
+            None => (0.0, None),
+            Some((v, expiry)) => match parse_f64(v) {
+                Some(n) => (n, expiry),
+                None => return Err(Reply::err("value is not a valid float")),
+            },
+        };
+        let next = current + delta;
+        if !next.is_finite() {
+            return Err(Reply::err("increment would produce NaN or Infinity"));
+        }
+        let text = Bytes::from(format_double(next));
+        self.put(key, Value::Str(text.clone()), expiry);
+        Ok(Reply::Bulk(text))
+    }
+
+    /// `RENAME`/`RENAMENX`: the value and its expiry move; the source counts as removed.
+    fn rename(&mut self, src: Bytes, dst: Bytes, if_absent: bool) -> Result<Reply, Reply> {
+        if !self.map.contains_key(&src) {
+            return Err(Reply::err("no such key"));
+        }
+        if if_absent && self.map.contains_key(&dst) {
+            return Ok(Reply::Int(0));
+        }
+        if src != dst {
+            if let Some(entry) = self.remove(&src) {
+                self.put(dst, entry.value, entry.expire_at_ms);
+            }
+        }
+        Ok(if if_absent {
+            Reply::Int(1)
+        } else {
+            Reply::ok()
         })
     }
 
