@@ -1,12 +1,18 @@
-//! `MULTI`, `EXEC` and `DISCARD`: between `MULTI` and `EXEC` a connection's commands are
-//! checked and queued (each answered `QUEUED`), and `EXEC` proposes them as one record, which
-//! every replica applies at once (see `kv::transaction`). A command refused while queueing (an
-//! unknown one, a wrong argument, one not allowed in a transaction) makes `EXEC` answer
-//! `EXECABORT` and apply nothing. `WATCH` is not supported yet and says so.
+//! `MULTI`, `EXEC`, `DISCARD`, `WATCH` and `UNWATCH`: between `MULTI` and `EXEC` a
+//! connection's commands are checked and queued (each answered `QUEUED`), and `EXEC` proposes
+//! them as one record, which every replica applies at once (see `kv::transaction`). A command
+//! refused while queueing (an unknown one, a wrong argument, one not allowed in a transaction)
+//! makes `EXEC` answer `EXECABORT` and apply nothing.
+//!
+//! `WATCH` records each key with the applied offset of the map after the connection's read
+//! barrier (the server does that, see `ReadOp::Watch`); `EXEC` carries the watches in its
+//! record and every replica decides alike whether a watched key changed (see `kv`'s "Versions
+//! and WATCH"). As in Redis, `EXEC` and `DISCARD` forget the watches, `WATCH` inside `MULTI`
+//! is an error that does not abort the transaction, and `UNWATCH` inside it is queued.
 
 use bytes::Bytes;
 
-use crate::commands::{self, Conn, Context, Plan};
+use crate::commands::{self, Conn, Context, Plan, ReadOp};
 use crate::kv::{Command, TxOp};
 use crate::resp::Reply;
 
@@ -34,24 +40,38 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
         ("discard", false) if conn.authed => Plan::Reply(Reply::err("DISCARD without MULTI")),
         ("exec", true) => {
             let ops = conn.multi.take().unwrap_or_default();
+            let watches = std::mem::take(&mut conn.watched);
             if std::mem::take(&mut conn.multi_failed) {
                 return Plan::Reply(Reply::Error(
                     "EXECABORT Transaction discarded because of previous errors.".into(),
                 ));
             }
-            if ops.is_empty() {
+            if ops.is_empty() && watches.is_empty() {
                 return Plan::Reply(Reply::Array(Vec::new()));
             }
-            Plan::Write(Command::Multi { ops })
+            // Even with nothing queued, the watches decide between an empty array and nil.
+            Plan::Write(Command::Multi { ops, watches })
         }
         ("discard", true) => {
             conn.multi = None;
             conn.multi_failed = false;
+            conn.watched.clear();
             Plan::Reply(Reply::ok())
         }
-        ("watch" | "unwatch", _) if conn.authed => Plan::Reply(Reply::err(
-            "WATCH is not supported yet; a transaction is applied atomically without it",
-        )),
+        ("watch", true) => Plan::Reply(Reply::err("WATCH inside MULTI is not allowed")),
+        ("watch", false) if conn.authed && args.len() >= 2 => {
+            Plan::Read(ReadOp::Watch(args[1..].to_vec()))
+        }
+        ("unwatch", true) if arity_ok(1) => {
+            if let Some(q) = conn.multi.as_mut() {
+                q.push(TxOp::Reply(Reply::ok().to_bytes()));
+            }
+            Plan::Reply(Reply::Simple("QUEUED".into()))
+        }
+        ("unwatch", false) if conn.authed && arity_ok(1) => {
+            conn.watched.clear();
+            Plan::Reply(Reply::ok())
+        }
         (_, true) => queue(conn, ctx, &name, args),
         _ => commands::plan(conn, ctx, args),
     }
@@ -116,6 +136,7 @@ mod tests {
             proto: Proto::Resp2,
             multi: None,
             multi_failed: false,
+            watched: Vec::new(),
         }
     }
 
@@ -153,7 +174,7 @@ mod tests {
         assert_eq!(reply(run(&mut c, "GET k")), queued);
         assert_eq!(reply(run(&mut c, "PING")), queued);
         match run(&mut c, "EXEC") {
-            Plan::Write(Command::Multi { ops }) => {
+            Plan::Write(Command::Multi { ops, .. }) => {
                 assert_eq!(ops.len(), 3);
                 assert!(matches!(ops[0], TxOp::Write(Command::Set { .. })));
                 assert!(matches!(ops[1], TxOp::Read(_)));
@@ -193,6 +214,52 @@ mod tests {
             !c.multi_failed && c.multi.is_none(),
             "DISCARD forgets everything"
         );
-        assert!(matches!(reply(run(&mut c, "WATCH k")), Reply::Error(e) if e.contains("WATCH")));
+    }
+
+    /// WATCH is served after the read barrier (a read plan); EXEC carries the watches and
+    /// forgets them, like DISCARD and UNWATCH; WATCH inside MULTI is refused without aborting.
+    #[test]
+    fn watches_travel_in_the_exec_record() {
+        let mut c = conn();
+        match run(&mut c, "WATCH a b") {
+            Plan::Read(ReadOp::Watch(keys)) => {
+                assert_eq!(keys.len(), 2);
+                assert_eq!(c.watch(keys, 7), Reply::ok());
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(c.watch(vec![Bytes::from_static(b"a")], 9), Reply::ok());
+        assert_eq!(c.watched[0].1, 7, "a key keeps its first watch");
+        run(&mut c, "MULTI");
+        assert_eq!(
+            reply(run(&mut c, "WATCH c")),
+            Reply::err("WATCH inside MULTI is not allowed")
+        );
+        assert_eq!(
+            reply(run(&mut c, "UNWATCH")),
+            Reply::Simple("QUEUED".into())
+        );
+        match run(&mut c, "EXEC") {
+            Plan::Write(Command::Multi { ops, watches }) => {
+                assert_eq!(ops.len(), 1, "UNWATCH is queued");
+                let keys: Vec<_> = watches.iter().map(|(k, at)| (&k[..], *at)).collect();
+                assert_eq!(keys, vec![(&b"a"[..], 7), (&b"b"[..], 7)]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(c.watched.is_empty(), "EXEC forgets the watches");
+        c.watch(vec![Bytes::from_static(b"a")], 1);
+        assert_eq!(reply(run(&mut c, "UNWATCH")), Reply::ok());
+        assert!(c.watched.is_empty());
+        c.watch(vec![Bytes::from_static(b"a")], 1);
+        run(&mut c, "MULTI");
+        assert_eq!(reply(run(&mut c, "DISCARD")), Reply::ok());
+        assert!(c.watched.is_empty(), "DISCARD forgets the watches");
+        c.watch(vec![Bytes::from_static(b"a")], 1);
+        run(&mut c, "MULTI");
+        assert!(
+            matches!(run(&mut c, "EXEC"), Plan::Write(Command::Multi { ops, .. }) if ops.is_empty()),
+            "an empty EXEC with watches still goes through the log"
+        );
     }
 }

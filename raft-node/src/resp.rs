@@ -1,5 +1,9 @@
-//! RESP2, the Redis wire protocol: an incremental request parser with a bound on every length a
-//! client controls, and the reply encoding.
+//! RESP, the Redis wire protocol: an incremental request parser with a bound on every length a
+//! client controls, and the reply encoding in RESP2 or RESP3.
+//!
+//! The state machine answers a write before the server knows which protocol the client
+//! speaks (a follower relays the leader's answer): it encodes a [`Reply::to_response`] that
+//! [`transcode`] turns into either protocol exactly.
 //!
 //! The parser works on a growing buffer: it either takes one complete command off the front,
 //! says how many bytes it needs before trying again (so a large bulk string arriving in small
@@ -241,13 +245,23 @@ pub enum Reply {
     Int(i64),
     /// `$<len>` bulk string.
     Bulk(Bytes),
-    /// `$-1`.
+    /// `$-1` (RESP3: `_`).
     Nil,
+    /// A null array: `*-1` (RESP3: `_`), e.g. an `EXEC` aborted by `WATCH`.
+    NilArray,
     /// `*<n>` and the elements.
     Array(Vec<Reply>),
     /// Pairs: a RESP3 map (`%<n>`); in RESP2, an array of keys and values in turn.
     Map(Vec<(Reply, Reply)>),
-    /// Bytes that are already a RESP2 reply (the state machine's answers).
+    /// A RESP3 set (`~<n>`); in RESP2, an array.
+    Set(Vec<Reply>),
+    /// Pairs that RESP3 sends as an array of two-element arrays and RESP2 as one flat array
+    /// (`ZRANGE ... WITHSCORES`).
+    Pairs(Vec<(Reply, Reply)>),
+    /// A double, already formatted by [`format_double`]: RESP3 `,<d>`; in RESP2, a bulk string.
+    Double(String),
+    /// An encoded reply (the state machine's answers, see [`Reply::to_response`]), re-encoded
+    /// for the connection's protocol.
     Raw(Bytes),
 }
 
@@ -260,6 +274,21 @@ pub enum Proto {
     /// RESP3: nulls are `_`, pairs are maps.
     Resp3,
 }
+
+/// What an encoding is for: a client of either protocol, or a state machine response, which
+/// must carry enough to be re-encoded for both (see [`Reply::to_response`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Client(Proto),
+    Response,
+}
+
+/// The private type byte of [`Reply::Pairs`] in a state machine response; never sent to a
+/// client.
+const PAIRS: u8 = b'P';
+
+/// How deep a response may nest before [`transcode`] gives up and passes it on unchanged.
+const NESTING_MAX: usize = 16;
 
 impl Reply {
     /// `+OK`.
@@ -277,67 +306,218 @@ impl Reply {
         Reply::Bulk(b.into())
     }
 
-    /// Appends the encoding of this reply to `out`.
+    /// A double.
+    pub fn double(v: f64) -> Reply {
+        Reply::Double(format_double(v))
+    }
+
+    /// Appends the encoding of this reply to `out`, in RESP2.
     pub fn encode(&self, out: &mut BytesMut) {
         self.encode_as(out, Proto::Resp2);
     }
 
-    /// Appends the reply in `proto`. The state machine's pre-encoded RESP2 answers hold no
-    /// RESP2-only type but the null bulk string, which RESP3 spells `_`.
+    /// Appends the reply in `proto`.
     pub fn encode_as(&self, out: &mut BytesMut, proto: Proto) {
-        match (self, proto) {
-            (Reply::Nil, Proto::Resp3) => return out.put_slice(b"_\r\n"),
-            (Reply::Raw(b), Proto::Resp3) if &b[..] == b"$-1\r\n" => {
-                return out.put_slice(b"_\r\n")
-            }
-            (Reply::Map(pairs), Proto::Resp3) => {
-                out.put_u8(b'%');
-                out.put_slice(pairs.len().to_string().as_bytes());
-                out.put_slice(b"\r\n");
-                for (k, v) in pairs {
-                    k.encode_as(out, proto);
-                    v.encode_as(out, proto);
-                }
-                return;
-            }
-            _ => {}
-        }
+        self.put(out, Target::Client(proto));
+    }
+
+    /// The encoding of a state machine response: RESP3, except that nulls keep their RESP2
+    /// spellings (`$-1`, `*-1`) and [`Reply::Pairs`] has a private type byte, so that the
+    /// server can re-encode it exactly for a RESP2 or a RESP3 client ([`transcode`]). A
+    /// RESP2-only reply encodes as plain RESP2.
+    pub fn to_response(&self) -> Bytes {
+        let mut out = BytesMut::new();
+        self.put(&mut out, Target::Response);
+        out.freeze()
+    }
+
+    fn put(&self, out: &mut BytesMut, t: Target) {
+        let resp3 = t != Target::Client(Proto::Resp2);
         match self {
             Reply::Simple(s) => line_reply(out, b'+', s),
             Reply::Error(s) => line_reply(out, b'-', s),
-            Reply::Int(n) => {
-                out.put_u8(b':');
-                out.put_slice(n.to_string().as_bytes());
-                out.put_slice(b"\r\n");
-            }
+            Reply::Int(n) => header(out, b':', *n as i128),
             Reply::Bulk(b) => encode_bulk(out, b),
+            Reply::Nil if t == Target::Client(Proto::Resp3) => out.put_slice(b"_\r\n"),
             Reply::Nil => out.put_slice(b"$-1\r\n"),
+            Reply::NilArray if t == Target::Client(Proto::Resp3) => out.put_slice(b"_\r\n"),
+            Reply::NilArray => out.put_slice(b"*-1\r\n"),
             Reply::Array(items) => {
-                out.put_u8(b'*');
-                out.put_slice(items.len().to_string().as_bytes());
-                out.put_slice(b"\r\n");
-                for item in items {
-                    item.encode_as(out, proto);
-                }
+                header(out, b'*', items.len() as i128);
+                items.iter().for_each(|i| i.put(out, t));
             }
-            Reply::Map(pairs) => {
-                out.put_u8(b'*');
-                out.put_slice((pairs.len() * 2).to_string().as_bytes());
-                out.put_slice(b"\r\n");
+            Reply::Set(items) => {
+                header(out, if resp3 { b'~' } else { b'*' }, items.len() as i128);
+                items.iter().for_each(|i| i.put(out, t));
+            }
+            Reply::Map(pairs) | Reply::Pairs(pairs) => {
+                let n = pairs.len() as i128;
+                match (self, t) {
+                    (Reply::Map(_), Target::Client(Proto::Resp3) | Target::Response) => {
+                        header(out, b'%', n)
+                    }
+                    (Reply::Pairs(_), Target::Response) => header(out, PAIRS, n),
+                    (Reply::Pairs(_), Target::Client(Proto::Resp3)) => header(out, b'*', n),
+                    _ => header(out, b'*', 2 * n),
+                }
                 for (k, v) in pairs {
-                    k.encode_as(out, proto);
-                    v.encode_as(out, proto);
+                    if let (Reply::Pairs(_), Target::Client(Proto::Resp3)) = (self, t) {
+                        out.put_slice(b"*2\r\n");
+                    }
+                    k.put(out, t);
+                    v.put(out, t);
                 }
             }
-            Reply::Raw(b) => out.put_slice(b),
+            Reply::Double(d) if resp3 => line_reply(out, b',', d),
+            Reply::Double(d) => encode_bulk(out, d.as_bytes()),
+            Reply::Raw(b) => match t {
+                Target::Client(proto) => transcode(b, proto, out),
+                Target::Response => out.put_slice(b),
+            },
         }
     }
 
-    /// The encoding as one buffer.
+    /// The RESP2 encoding as one buffer.
     pub fn to_bytes(&self) -> Bytes {
         let mut out = BytesMut::new();
         self.encode(&mut out);
         out.freeze()
+    }
+}
+
+/// A double as Redis prints it: the shortest text that reads back exactly, `inf`/`-inf`, and
+/// an exponent for very large or very small magnitudes.
+pub fn format_double(v: f64) -> String {
+    if v.is_infinite() {
+        return if v > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    let a = v.abs();
+    if a != 0.0 && !(1e-5..1e17).contains(&a) {
+        let s = format!("{v:e}");
+        return match s.split_once('e') {
+            Some((m, e)) if !e.starts_with('-') => format!("{m}e+{e}"),
+            _ => s,
+        };
+    }
+    format!("{v}")
+}
+
+fn header(out: &mut BytesMut, prefix: u8, n: i128) {
+    out.put_u8(prefix);
+    out.put_slice(n.to_string().as_bytes());
+    out.put_slice(b"\r\n");
+}
+
+/// Re-encodes a state machine response (or any RESP2 reply, as older builds answered) for a
+/// client speaking `proto`. Bytes it cannot parse are passed on unchanged.
+pub fn transcode(src: &[u8], proto: Proto, out: &mut BytesMut) {
+    // Most answers are one line or one bulk string, the same in both protocols.
+    if matches!(src.first(), Some(b'+' | b'-' | b':'))
+        || (src.first() == Some(&b'$') && src != b"$-1\r\n")
+    {
+        return out.put_slice(src);
+    }
+    let start = out.len();
+    match transcode_one(src, 0, proto, out, 0) {
+        Some(end) if end == src.len() => {}
+        _ => {
+            out.truncate(start);
+            out.put_slice(src);
+        }
+    }
+}
+
+/// Transcodes the value at `src[pos..]`; the position after it, or `None` if malformed.
+fn transcode_one(
+    src: &[u8],
+    pos: usize,
+    proto: Proto,
+    out: &mut BytesMut,
+    depth: usize,
+) -> Option<usize> {
+    if depth > NESTING_MAX {
+        return None;
+    }
+    let kind = *src.get(pos)?;
+    let cr = pos + src[pos..].iter().position(|b| *b == b'\r')?;
+    if src.get(cr + 1) != Some(&b'\n') {
+        return None;
+    }
+    let line = &src[pos + 1..cr];
+    let next = cr + 2;
+    let resp3 = proto == Proto::Resp3;
+    let n = || std::str::from_utf8(line).ok()?.parse::<i64>().ok();
+    let items = |count: usize, out: &mut BytesMut, pair_arrays: bool| {
+        let mut p = next;
+        for _ in 0..count {
+            if pair_arrays {
+                out.put_slice(b"*2\r\n");
+            }
+            p = transcode_one(src, p, proto, out, depth + 1)?;
+            if pair_arrays {
+                p = transcode_one(src, p, proto, out, depth + 1)?;
+            }
+        }
+        Some(p)
+    };
+    match kind {
+        b'+' | b'-' | b':' => {
+            out.put_slice(&src[pos..next]);
+            Some(next)
+        }
+        b'_' => {
+            out.put_slice(if resp3 { b"_\r\n" } else { b"$-1\r\n" });
+            Some(next)
+        }
+        b',' if resp3 => {
+            out.put_slice(&src[pos..next]);
+            Some(next)
+        }
+        b',' => {
+            encode_bulk(out, line);
+            Some(next)
+        }
+        b'$' => match n()? {
+            -1 => {
+                out.put_slice(if resp3 { b"_\r\n" } else { b"$-1\r\n" });
+                Some(next)
+            }
+            len if len >= 0 => {
+                let end = next.checked_add(len as usize)?.checked_add(2)?;
+                out.put_slice(src.get(pos..end)?);
+                Some(end)
+            }
+            _ => None,
+        },
+        b'*' | b'~' | b'%' | PAIRS => {
+            let count = n()?;
+            if count == -1 && kind == b'*' {
+                out.put_slice(if resp3 { b"_\r\n" } else { b"*-1\r\n" });
+                return Some(next);
+            }
+            let count = usize::try_from(count).ok()?;
+            // Each element takes at least three bytes: a count larger than that is malformed.
+            if count > src.len() {
+                return None;
+            }
+            match (kind, resp3) {
+                (b'*', _) | (b'~', false) => header(out, b'*', count as i128),
+                (b'%', false) | (PAIRS, false) => header(out, b'*', 2 * count as i128),
+                (PAIRS, true) => header(out, b'*', count as i128),
+                _ => out.put_slice(&src[pos..next]),
+            }
+            let elements = if kind == b'%' || kind == PAIRS {
+                2 * count
+            } else {
+                count
+            };
+            if kind == PAIRS && resp3 {
+                items(count, out, true)
+            } else {
+                items(elements, out, false)
+            }
+        }
+        _ => None,
     }
 }
 
@@ -380,6 +560,55 @@ mod tests {
         assert_eq!(enc(&raw_nil, Proto::Resp3), "_\r\n");
         let raw_ok = Reply::Raw(Bytes::from_static(b"+OK\r\n"));
         assert_eq!(enc(&raw_ok, Proto::Resp3), "+OK\r\n");
+    }
+
+    /// A state machine response re-encodes to exactly what the reply itself encodes to, in
+    /// both protocols, however it nests; bytes that do not parse pass unchanged.
+    #[test]
+    fn responses_transcode_to_either_protocol() {
+        let enc = |r: &Reply, p| {
+            let mut out = BytesMut::new();
+            r.encode_as(&mut out, p);
+            out
+        };
+        let pairs = Reply::Pairs(vec![
+            (Reply::bulk("m"), Reply::double(1.5)),
+            (Reply::bulk("n"), Reply::double(f64::INFINITY)),
+        ]);
+        let replies = [
+            Reply::Nil,
+            Reply::NilArray,
+            Reply::Int(-3),
+            Reply::double(2.0),
+            pairs.clone(),
+            Reply::Array(vec![
+                pairs,
+                Reply::Map(vec![(Reply::bulk("f"), Reply::Nil)]),
+                Reply::Set(vec![Reply::bulk("a")]),
+                Reply::NilArray,
+                Reply::Raw(Bytes::from_static(b"+PONG\r\n")),
+                Reply::Error("WRONGTYPE x".into()),
+            ]),
+        ];
+        for r in &replies {
+            let response = r.to_response();
+            for p in [Proto::Resp2, Proto::Resp3] {
+                let mut out = BytesMut::new();
+                transcode(&response, p, &mut out);
+                assert_eq!(out, enc(r, p), "{r:?} in {p:?}");
+            }
+        }
+        let mut out = BytesMut::new();
+        transcode(b"*3\r\n:1\r\n", Proto::Resp3, &mut out);
+        assert_eq!(
+            &out[..],
+            b"*3\r\n:1\r\n",
+            "a truncated array passes unchanged"
+        );
+        assert_eq!(format_double(1.0), "1");
+        assert_eq!(format_double(-2.5), "-2.5");
+        assert_eq!(format_double(1e20), "1e+20");
+        assert_eq!(format_double(f64::NEG_INFINITY), "-inf");
     }
 
     fn parse_all(input: &[u8], limits: Limits) -> Result<Vec<Vec<Bytes>>, ProtocolError> {

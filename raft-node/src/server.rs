@@ -1,4 +1,4 @@
-//! The RESP2 server: accepts client connections, parses pipelined requests, and runs each one
+//! The RESP server: accepts client connections, parses pipelined requests, and runs each one
 //! against the node: writes through the connection's write session (`Server::run_writes`),
 //! reads after [`Server::read_barrier`].
 //!
@@ -135,6 +135,8 @@ pub struct Server {
     client_addr: SocketAddr,
     connections: Arc<Semaphore>,
     next_conn: AtomicU64,
+    /// Requests served since start (`INFO stats` `total_commands_processed`).
+    commands_processed: AtomicU64,
     metrics: Arc<NodeMetrics>,
 }
 
@@ -194,6 +196,7 @@ impl Server {
             started: std::time::Instant::now(),
             client_addr,
             next_conn: AtomicU64::new(1),
+            commands_processed: AtomicU64::new(0),
         }
     }
 
@@ -264,6 +267,7 @@ impl Server {
             proto: Proto::Resp2,
             multi: None,
             multi_failed: false,
+            watched: Vec::new(),
         };
         // The connection's writes take effect in the order sent, also across pipelines whose
         // outcome was unknown (see `WriteSession`).
@@ -322,6 +326,8 @@ impl Server {
     ) -> bool {
         let mut writes = Vec::new();
         let mut barrier_passed = false;
+        self.commands_processed
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
         for args in batch {
             let ctx = Context {
                 requirepass: self.cfg.client.requirepass.as_deref(),
@@ -344,6 +350,21 @@ impl Server {
                 Plan::Close(r) => {
                     r.encode_as(out, conn.proto);
                     return true;
+                }
+                Plan::Read(ReadOp::Watch(keys)) => {
+                    // The offset after the barrier covers every write acknowledged before this
+                    // WATCH: only later writes abort the transaction.
+                    if !barrier_passed {
+                        match self.read_barrier(conn.read_mode).await {
+                            Ok(()) => barrier_passed = true,
+                            Err(r) => {
+                                r.encode_as(out, conn.proto);
+                                continue;
+                            }
+                        }
+                    }
+                    let at = self.kv.applied().0;
+                    conn.watch(keys, at).encode_as(out, conn.proto);
                 }
                 Plan::Read(op) => {
                     let started = std::time::Instant::now();
@@ -532,14 +553,11 @@ impl Server {
                 cursor,
                 pattern,
                 count,
-                string_only,
+                type_name,
             } => {
-                let (next, keys) = self.kv.scan(cursor, pattern.as_deref(), count, now);
-                let keys = if string_only == Some(false) {
-                    Vec::new()
-                } else {
-                    keys
-                };
+                let (next, keys) =
+                    self.kv
+                        .scan(cursor, pattern.as_deref(), count, type_name.as_deref(), now);
                 Reply::Array(vec![
                     Reply::bulk(next.to_string()),
                     Reply::Array(keys.into_iter().map(Reply::Bulk).collect()),
@@ -600,10 +618,31 @@ impl Server {
         }
         if want("clients") {
             s += &format!(
-                "# Clients\r\nconnected_clients:{}\r\nclient_id:{}\r\nread_mode:{}\r\n\r\n",
+                "# Clients\r\nconnected_clients:{}\r\nblocked_clients:0\r\nclient_id:{}\r\n\
+                 read_mode:{}\r\n\r\n",
                 self.cfg.client.connections_max - self.connections.available_permits(),
                 conn.id,
                 conn.read_mode.name()
+            );
+        }
+        if want("memory") {
+            // The process's resident memory: the map lives in it, and an allocator's own
+            // figure is not at hand.
+            let rss = resident_bytes();
+            s += &format!(
+                "# Memory\r\nused_memory:{rss}\r\nused_memory_human:{:.2}M\r\n\
+                 used_memory_rss:{rss}\r\nmaxmemory:0\r\n\r\n",
+                rss as f64 / (1 << 20) as f64
+            );
+        }
+        if want("persistence") {
+            s += "# Persistence\r\nloading:0\r\naof_enabled:0\r\nrdb_bgsave_in_progress:0\r\n\r\n";
+        }
+        if want("stats") {
+            s += &format!(
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\r\n",
+                self.next_conn.load(Ordering::Relaxed) - 1,
+                self.commands_processed.load(Ordering::Relaxed),
             );
         }
         if want("replication") {
@@ -764,6 +803,18 @@ impl Server {
         }
         s
     }
+}
+
+/// The process's resident set size in bytes (Linux `/proc/self/statm`; 0 elsewhere).
+fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    // The page size of every Linux platform this runs on; a wrong guess only scales a gauge.
+    pages * 4096
 }
 
 fn ids<'a>(it: impl Iterator<Item = &'a ReplicaId>) -> String {

@@ -1,10 +1,10 @@
 //! The data commands whose arguments take more than a line to check: `SET` and its options,
-//! `SCAN`, and the `EXPIRE` family.
+//! `GETEX`, `SCAN`, and the `EXPIRE` family.
 
 use bytes::Bytes;
 
-use super::{lower, not_integer, syntax, wrong_args, Context, Plan, ReadOp};
-use crate::kv::{parse_i64, Command, ExpireCond, SetCond};
+use super::{lower, not_integer, read, scan_args, syntax, wrong_args, Context, Plan, ReadOp};
+use crate::kv::{parse_i64, Command, ExpireCond, SetCond, TxRead};
 use crate::resp::Reply;
 
 pub(super) fn set(ctx: &Context<'_>, a: &[Bytes]) -> Plan {
@@ -51,40 +51,42 @@ pub(super) fn set(ctx: &Context<'_>, a: &[Bytes]) -> Plan {
     })
 }
 
-/// The absolute expiry of an `EX`/`PX`/`EXAT`/`PXAT` option, stamped here on the proposing
-/// node so that every replica applies the same time.
 /// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]`.
 pub(super) fn scan(a: &[Bytes]) -> Plan {
-    let Some(cursor) = std::str::from_utf8(&a[0])
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-    else {
-        return Plan::Reply(Reply::err("invalid cursor"));
-    };
-    let (mut pattern, mut count, mut string_only) = (None, 10usize, None);
-    let mut i = 1;
-    while i < a.len() {
-        let Some(arg) = a.get(i + 1) else {
-            return Plan::Reply(syntax());
-        };
-        match lower(&a[i][..a[i].len().min(8)]).as_str() {
-            "match" => pattern = Some(arg.clone()),
-            "count" => match parse_i64(arg) {
-                Some(n) if n > 0 => count = (n as usize).min(100_000),
-                Some(_) => return Plan::Reply(syntax()),
-                None => return Plan::Reply(not_integer()),
-            },
-            "type" => string_only = Some(lower(arg) == "string"),
-            _ => return Plan::Reply(syntax()),
-        }
-        i += 2;
+    match scan_args(a, true) {
+        Ok(s) => Plan::Read(ReadOp::Scan {
+            cursor: s.cursor,
+            pattern: s.pattern,
+            count: s.count as usize,
+            type_name: s.type_name,
+        }),
+        Err(e) => Plan::Reply(e),
     }
-    Plan::Read(ReadOp::Scan {
-        cursor,
-        pattern,
-        count,
-        string_only,
-    })
+}
+
+/// `GETEX key [EX s|PX ms|EXAT s|PXAT ms|PERSIST]`: a plain read without an option, else a
+/// write with the absolute expiry stamped here.
+pub(super) fn getex(ctx: &Context<'_>, a: &[Bytes]) -> Plan {
+    let key = a[0].clone();
+    let at_ms = match &a[1..] {
+        [] => return read(TxRead::Get(key)),
+        [opt] if lower(opt) == "persist" => None,
+        [opt, n] => {
+            let opt = lower(&opt[..opt.len().min(8)]);
+            if !matches!(opt.as_str(), "ex" | "px" | "exat" | "pxat") {
+                return Plan::Reply(syntax());
+            }
+            let Some(n) = parse_i64(n) else {
+                return Plan::Reply(not_integer());
+            };
+            match expiry(&opt, n, ctx.now_ms) {
+                Some(at) => Some(at),
+                None => return Plan::Reply(Reply::err("invalid expire time in 'getex' command")),
+            }
+        }
+        _ => return Plan::Reply(syntax()),
+    };
+    Plan::Write(Command::GetEx { key, at_ms })
 }
 
 /// `EXPIRE key seconds [NX|XX|GT|LT]` and its millisecond and absolute-time forms. A time in
@@ -134,6 +136,8 @@ pub(super) fn expire(ctx: &Context<'_>, name: &str, a: &[Bytes]) -> Plan {
     })
 }
 
+/// The absolute expiry of an `EX`/`PX`/`EXAT`/`PXAT` option, stamped here on the proposing
+/// node so that every replica applies the same time.
 pub(super) fn expiry(opt: &str, n: i64, now_ms: u64) -> Option<u64> {
     if n <= 0 {
         return None;

@@ -3,23 +3,31 @@
 //! arguments before anything is proposed, so a bad request is refused whole and nothing is
 //! applied partially.
 //!
-//! This file holds the plan types, the dispatch and the connection commands; `table` the
-//! command table with `COMMAND` and `CONFIG GET`; `args` the data commands with long argument
-//! lists (`SET`, `SCAN`, the `EXPIRE` family).
+//! This file holds the plan types, the dispatch, the argument helpers and the connection
+//! commands; `table` the command table with `COMMAND` and `CONFIG GET`; `args` the data
+//! commands with long argument lists (`SET`, `GETEX`, `SCAN`, the `EXPIRE` family); `hash`,
+//! `list`, `set` and `zset` the typed families.
 
 use bytes::Bytes;
 
 use crate::config::ReadMode;
-use crate::kv::{parse_i64, Command, ExpireCond, SetCond, TxOp, TxRead};
+use crate::kv::{parse_f64, parse_i64, Command, ExpireCond, SetCond, TxOp, TxRead};
 use crate::resp::{Proto, Reply};
 
 mod args;
+mod hash;
+mod list;
+mod set;
 mod table;
 #[cfg(test)]
 mod tests;
+mod zset;
 
-use self::args::{expire, expiry, scan, set};
+use self::args::{expire, expiry, getex, scan, set};
 use self::table::{command, config, lookup};
+
+/// Most keys one connection may watch: the watches travel in the `EXEC` record.
+pub const WATCHED_KEYS_MAX: usize = 10_000;
 
 /// Per-connection state the commands read and change.
 #[derive(Debug)]
@@ -38,29 +46,38 @@ pub struct Conn {
     pub multi: Option<Vec<TxOp>>,
     /// Whether a command was refused while queueing: `EXEC` then applies nothing.
     pub multi_failed: bool,
+    /// `(key, applied offset when watched)` of every key watched since the last `EXEC`,
+    /// `DISCARD` or `UNWATCH` (see `kv`'s "Versions and WATCH").
+    pub watched: Vec<(Bytes, u64)>,
+}
+
+impl Conn {
+    /// Watches `keys` as of the map's applied offset `at`; a key already watched keeps its
+    /// first offset, as Redis keeps its first watch. Refused past [`WATCHED_KEYS_MAX`].
+    pub fn watch(&mut self, keys: Vec<Bytes>, at: u64) -> Reply {
+        for k in keys {
+            if self.watched.iter().any(|(w, _)| *w == k) {
+                continue;
+            }
+            if self.watched.len() >= WATCHED_KEYS_MAX {
+                return Reply::err(format!(
+                    "too many watched keys (at most {WATCHED_KEYS_MAX} per connection)"
+                ));
+            }
+            self.watched.push((k, at));
+        }
+        Reply::ok()
+    }
 }
 
 /// A read of the local map.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReadOp {
-    /// `GET`.
-    Get(Bytes),
-    /// `MGET`.
-    MGet(Vec<Bytes>),
-    /// `EXISTS`.
-    Exists(Vec<Bytes>),
-    /// `STRLEN`.
-    StrLen(Bytes),
-    /// `DBSIZE`.
-    DbSize,
-    /// `TTL` (seconds) or `PTTL` (milliseconds).
-    Ttl(Bytes, bool),
-    /// `TYPE`.
-    Type(Bytes),
+    /// A read the state machine answers, inside a transaction too.
+    Data(TxRead),
     /// `KEYS pattern`.
     Keys(Bytes),
-    /// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]`; `None` as the type filter means any,
-    /// and a filter other than `string` finds nothing (every value is a string).
+    /// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]`.
     Scan {
         /// Where to resume.
         cursor: u64,
@@ -68,25 +85,22 @@ pub enum ReadOp {
         pattern: Option<Bytes>,
         /// How many keys to look at, about.
         count: usize,
-        /// Only keys of this type.
-        string_only: Option<bool>,
+        /// Only keys holding this type (`string`, `hash`, ...), lower-cased.
+        type_name: Option<String>,
     },
+    /// `WATCH key...`: served after the read barrier, so that the offset it records covers
+    /// every write acknowledged before it.
+    Watch(Vec<Bytes>),
 }
 
 impl ReadOp {
     /// The read as the state machine answers it (inside a transaction too); `None` for the
-    /// key-space walks, which the server answers itself.
+    /// key-space walks and `WATCH`, which the server answers itself.
     pub fn as_tx(&self) -> Option<TxRead> {
-        Some(match self {
-            ReadOp::Get(k) => TxRead::Get(k.clone()),
-            ReadOp::MGet(keys) => TxRead::MGet(keys.clone()),
-            ReadOp::Exists(keys) => TxRead::Exists(keys.clone()),
-            ReadOp::StrLen(k) => TxRead::StrLen(k.clone()),
-            ReadOp::DbSize => TxRead::DbSize,
-            ReadOp::Ttl(k, ms) => TxRead::Ttl(k.clone(), *ms),
-            ReadOp::Type(k) => TxRead::Type(k.clone()),
-            ReadOp::Keys(_) | ReadOp::Scan { .. } => return None,
-        })
+        match self {
+            ReadOp::Data(r) => Some(r.clone()),
+            _ => None,
+        }
     }
 }
 
@@ -168,6 +182,77 @@ fn not_integer() -> Reply {
     Reply::err("value is not an integer or out of range")
 }
 
+/// A read the state machine answers.
+fn read(r: TxRead) -> Plan {
+    Plan::Read(ReadOp::Data(r))
+}
+
+/// A replicated write.
+fn write(cmd: Command) -> Plan {
+    Plan::Write(cmd)
+}
+
+/// An integer argument, or Redis's error.
+fn int_arg(b: &[u8]) -> Result<i64, Reply> {
+    parse_i64(b).ok_or_else(not_integer)
+}
+
+/// A float argument (never NaN), or Redis's error.
+fn float_arg(b: &[u8]) -> Result<f64, Reply> {
+    parse_f64(b).ok_or_else(|| Reply::err("value is not a valid float"))
+}
+
+/// The count of a pop (`LPOP`, `SPOP`, `ZPOPMIN`): not negative.
+fn count_arg(b: &[u8]) -> Result<u64, Reply> {
+    match parse_i64(b) {
+        Some(n) if n >= 0 => Ok(n as u64),
+        Some(_) => Err(Reply::err("value is out of range, must be positive")),
+        None => Err(not_integer()),
+    }
+}
+
+/// The arguments of `SCAN` and the element scans.
+struct ScanArgs {
+    cursor: u64,
+    pattern: Option<Bytes>,
+    count: u64,
+    type_name: Option<String>,
+}
+
+/// `cursor [MATCH pattern] [COUNT n]`, and `[TYPE t]` when `with_type` (`SCAN` only).
+fn scan_args(a: &[Bytes], with_type: bool) -> Result<ScanArgs, Reply> {
+    let Some(cursor) = std::str::from_utf8(&a[0])
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    else {
+        return Err(Reply::err("invalid cursor"));
+    };
+    let mut s = ScanArgs {
+        cursor,
+        pattern: None,
+        count: 10,
+        type_name: None,
+    };
+    let mut i = 1;
+    while i < a.len() {
+        let Some(arg) = a.get(i + 1) else {
+            return Err(syntax());
+        };
+        match lower(&a[i][..a[i].len().min(8)]).as_str() {
+            "match" => s.pattern = Some(arg.clone()),
+            "count" => match parse_i64(arg) {
+                Some(n) if n > 0 => s.count = (n as u64).min(100_000),
+                Some(_) => return Err(syntax()),
+                None => return Err(not_integer()),
+            },
+            "type" if with_type => s.type_name = Some(lower(arg)),
+            _ => return Err(syntax()),
+        }
+        i += 2;
+    }
+    Ok(s)
+}
+
 /// Compares passwords without stopping at the first difference.
 fn same_password(given: &[u8], expected: &str) -> bool {
     let e = expected.as_bytes();
@@ -201,6 +286,13 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
     }
     // The arity check above guarantees every argument indexed below exists.
     let a = &args[1..];
+    let family = hash::plan(&name, a)
+        .or_else(|| list::plan(&name, a))
+        .or_else(|| set::plan(&name, a))
+        .or_else(|| zset::plan(&name, a));
+    if let Some(plan) = family {
+        return plan;
+    }
     match name.as_str() {
         "ping" => Plan::Reply(match a {
             [] => Reply::Simple("PONG".into()),
@@ -238,10 +330,10 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
                 "unknown RAFT subcommand; try RAFT STATUS, RAFT DESCRIBE or RAFT TRANSFER <id>",
             )),
         },
-        "get" => Plan::Read(ReadOp::Get(a[0].clone())),
-        "strlen" => Plan::Read(ReadOp::StrLen(a[0].clone())),
-        "ttl" => Plan::Read(ReadOp::Ttl(a[0].clone(), false)),
-        "type" => Plan::Read(ReadOp::Type(a[0].clone())),
+        "get" => read(TxRead::Get(a[0].clone())),
+        "strlen" => read(TxRead::StrLen(a[0].clone())),
+        "ttl" => read(TxRead::Ttl(a[0].clone(), false)),
+        "type" => read(TxRead::Type(a[0].clone())),
         "keys" => Plan::Read(ReadOp::Keys(a[0].clone())),
         "scan" => scan(a),
         "unlink" => Plan::Write(Command::Del { keys: a.to_vec() }),
@@ -250,6 +342,24 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
             value: a[1].clone(),
         }),
         "getdel" => Plan::Write(Command::GetDel { key: a[0].clone() }),
+        "getex" => getex(ctx, a),
+        "incrbyfloat" => match float_arg(&a[1]) {
+            Ok(d) => write(Command::IncrByFloat {
+                key: a[0].clone(),
+                delta: crate::kv::Float(d),
+            }),
+            Err(e) => Plan::Reply(e),
+        },
+        "rename" | "renamenx" => write(Command::Rename {
+            src: a[0].clone(),
+            dst: a[1].clone(),
+            if_absent: name == "renamenx",
+        }),
+        "flushall" | "flushdb" => match a {
+            [] => write(Command::Flush),
+            [mode] if matches!(lower(mode).as_str(), "sync" | "async") => write(Command::Flush),
+            _ => Plan::Reply(syntax()),
+        },
         "msetnx" => {
             if !a.len().is_multiple_of(2) {
                 return Plan::Reply(wrong_args("msetnx"));
@@ -294,10 +404,12 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
                 Reply::bulk(now.subsec_micros().to_string()),
             ]))
         }
-        "pttl" => Plan::Read(ReadOp::Ttl(a[0].clone(), true)),
-        "mget" => Plan::Read(ReadOp::MGet(a.to_vec())),
-        "exists" => Plan::Read(ReadOp::Exists(a.to_vec())),
-        "dbsize" => Plan::Read(ReadOp::DbSize),
+        "pttl" => read(TxRead::Ttl(a[0].clone(), true)),
+        "expiretime" => read(TxRead::ExpireTime(a[0].clone(), false)),
+        "pexpiretime" => read(TxRead::ExpireTime(a[0].clone(), true)),
+        "mget" => read(TxRead::MGet(a.to_vec())),
+        "exists" => read(TxRead::Exists(a.to_vec())),
+        "dbsize" => read(TxRead::DbSize),
         "set" => set(ctx, a),
         "expire" | "pexpire" | "expireat" | "pexpireat" => expire(ctx, &name, a),
         "persist" => Plan::Write(Command::Expire {

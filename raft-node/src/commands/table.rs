@@ -8,9 +8,9 @@ use crate::resp::Reply;
 
 /// `(name, arity, flags, first key, last key, step)` as `COMMAND` reports them. A negative
 /// arity means "at least".
-type CommandSpec = (&'static str, i64, &'static [&'static str], i64, i64, i64);
+pub(super) type CommandSpec = (&'static str, i64, &'static [&'static str], i64, i64, i64);
 
-/// Every command this server knows.
+/// Every command this server knows but the typed families' (in their own modules).
 pub const COMMANDS: &[CommandSpec] = &[
     ("append", 3, &["write", "denyoom", "fast"], 1, 1, 1),
     (
@@ -56,7 +56,11 @@ pub const COMMANDS: &[CommandSpec] = &[
     ("exists", -2, &["readonly", "fast"], 1, -1, 1),
     ("expire", -3, &["write", "fast"], 1, 1, 1),
     ("expireat", -3, &["write", "fast"], 1, 1, 1),
+    ("expiretime", 2, &["readonly", "fast"], 1, 1, 1),
+    ("flushall", -1, &["write"], 0, 0, 0),
+    ("flushdb", -1, &["write"], 0, 0, 0),
     ("get", 2, &["readonly", "fast"], 1, 1, 1),
+    ("getex", -2, &["write", "fast"], 1, 1, 1),
     ("getdel", 2, &["write", "fast"], 1, 1, 1),
     ("getset", 3, &["write", "denyoom", "fast"], 1, 1, 1),
     (
@@ -69,6 +73,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     ),
     ("incr", 2, &["write", "denyoom", "fast"], 1, 1, 1),
     ("incrby", 3, &["write", "denyoom", "fast"], 1, 1, 1),
+    ("incrbyfloat", 3, &["write", "denyoom", "fast"], 1, 1, 1),
     ("info", -1, &["loading", "stale"], 0, 0, 0),
     ("keys", 2, &["readonly"], 0, 0, 0),
     ("mget", -2, &["readonly", "fast"], 1, -1, 1),
@@ -85,12 +90,15 @@ pub const COMMANDS: &[CommandSpec] = &[
     ("persist", 2, &["write", "fast"], 1, 1, 1),
     ("pexpire", -3, &["write", "fast"], 1, 1, 1),
     ("pexpireat", -3, &["write", "fast"], 1, 1, 1),
+    ("pexpiretime", 2, &["readonly", "fast"], 1, 1, 1),
     ("ping", -1, &["fast", "stale"], 0, 0, 0),
     ("psetex", 4, &["write", "denyoom"], 1, 1, 1),
     ("pttl", 2, &["readonly", "fast"], 1, 1, 1),
     ("quit", -1, &["fast", "no_auth"], 0, 0, 0),
     ("raft", -2, &["admin", "stale"], 0, 0, 0),
     ("readmode", -1, &["fast", "stale"], 0, 0, 0),
+    ("rename", 3, &["write"], 1, 2, 1),
+    ("renamenx", 3, &["write", "fast"], 1, 2, 1),
     (
         "role",
         1,
@@ -127,8 +135,18 @@ pub const COMMANDS: &[CommandSpec] = &[
     ),
 ];
 
+/// Every command: the key-level ones, then each family's.
+fn all() -> impl Iterator<Item = &'static CommandSpec> {
+    COMMANDS
+        .iter()
+        .chain(super::hash::COMMANDS)
+        .chain(super::list::COMMANDS)
+        .chain(super::set::COMMANDS)
+        .chain(super::zset::COMMANDS)
+}
+
 pub(super) fn lookup(name: &str) -> Option<(i64, &'static [&'static str])> {
-    COMMANDS.iter().find(|c| c.0 == name).map(|c| (c.1, c.2))
+    all().find(|c| c.0 == name).map(|c| (c.1, c.2))
 }
 
 pub(super) fn command_entry(c: &CommandSpec) -> Reply {
@@ -168,25 +186,17 @@ pub(super) fn config(a: &[Bytes]) -> Reply {
 
 pub(super) fn command(a: &[Bytes]) -> Reply {
     let Some(sub) = a.first() else {
-        return Reply::Array(COMMANDS.iter().map(command_entry).collect());
+        return Reply::Array(all().map(command_entry).collect());
     };
     match (lower(sub).as_str(), &a[1..]) {
-        ("count", []) => Reply::Int(COMMANDS.len() as i64),
-        ("list", _) => Reply::Array(
-            COMMANDS
-                .iter()
-                .map(|c| Reply::bulk(c.0.to_string()))
-                .collect(),
-        ),
+        ("count", []) => Reply::Int(all().count() as i64),
+        ("list", _) => Reply::Array(all().map(|c| Reply::bulk(c.0.to_string())).collect()),
         ("info", names) => Reply::Array(
             names
                 .iter()
                 .map(|n| {
                     let n = lower(n);
-                    COMMANDS
-                        .iter()
-                        .find(|c| c.0 == n)
-                        .map_or(Reply::Nil, command_entry)
+                    all().find(|c| c.0 == n).map_or(Reply::Nil, command_entry)
                 })
                 .collect(),
         ),

@@ -24,6 +24,7 @@ fn conn(authed: bool) -> Conn {
         proto: Proto::Resp2,
         multi: None,
         multi_failed: false,
+        watched: Vec::new(),
     }
 }
 

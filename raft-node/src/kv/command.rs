@@ -1,12 +1,38 @@
 //! The write commands as log records: [`Command`], its encoding ([`encode`]) and decoding
-//! ([`decode`]); the format is described in the parent module.
+//! ([`decode`]); the format is described in the parent module. The typed families' commands
+//! are encoded by their own modules (`hash`, `list`, `set`, `zset`) behind one opcode each.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::hash::HashCmd;
+use super::list::ListCmd;
+use super::set::SetCmd;
 use super::transaction::{put_ops, read_ops, TxOp};
+use super::zset::ZSetCmd;
 
-/// The version byte of every command record.
-pub const CMD_VERSION: u8 = 1;
+/// The version byte of every command record written by this build.
+///
+/// Version 2 adds the typed families, `RENAME`, `FLUSHALL`, `GETEX`, `INCRBYFLOAT` and watched
+/// transactions; a version-1 record (opcodes up to [`OP_MSETNX`]) still decodes to the same
+/// command. The first version-2 record a replica applies also marks where its key versions are
+/// exact on every replica (see `Store::exact_from`).
+pub const CMD_VERSION: u8 = 2;
+
+/// The first version, still read: records written before the typed families.
+pub const CMD_VERSION_V1: u8 = 1;
+
+/// An `f64` inside a command, compared by its bits so that commands stay `Eq` (a NaN never
+/// reaches a command: planning refuses it).
+#[derive(Clone, Copy, Debug)]
+pub struct Float(pub f64);
+
+impl PartialEq for Float {
+    fn eq(&self, other: &Float) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for Float {}
 
 /// Which existing-key condition a SET carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,10 +138,47 @@ pub enum Command {
         /// The pairs, in order.
         pairs: Vec<(Bytes, Bytes)>,
     },
-    /// `EXEC`: the operations queued since `MULTI`, applied at once.
+    /// `EXEC`: the operations queued since `MULTI`, applied at once unless a watched key
+    /// changed (then nothing is applied and the reply is a null array).
     Multi {
         /// In the order queued.
         ops: Vec<TxOp>,
+        /// `(key, offset)` for every watched key: the transaction aborts if a record at or
+        /// after `offset` changed the key (see `Store::watch_broken`).
+        watches: Vec<(Bytes, u64)>,
+    },
+    /// A hash command.
+    HashOp(HashCmd),
+    /// A list command.
+    ListOp(ListCmd),
+    /// A set command.
+    SetOp(SetCmd),
+    /// A sorted-set command.
+    ZSetOp(ZSetCmd),
+    /// `RENAME src dst` (or `RENAMENX` with `if_absent`): the value and its expiry move.
+    Rename {
+        /// The key renamed.
+        src: Bytes,
+        /// Its new name.
+        dst: Bytes,
+        /// Only if `dst` does not exist (`RENAMENX`, answering 1 or 0).
+        if_absent: bool,
+    },
+    /// `FLUSHALL` / `FLUSHDB`: every key is removed.
+    Flush,
+    /// `GETEX key EX|PX|EXAT|PXAT|PERSIST`: the value, and a new expiry (`None`: none).
+    GetEx {
+        /// The key.
+        key: Bytes,
+        /// Absolute expiry in milliseconds since the Unix epoch; `None` is `PERSIST`.
+        at_ms: Option<u64>,
+    },
+    /// `INCRBYFLOAT key delta`.
+    IncrByFloat {
+        /// The key.
+        key: Bytes,
+        /// The amount added (finite).
+        delta: Float,
     },
 }
 
@@ -129,7 +192,17 @@ const OP_EXPIRE: u8 = 7;
 const OP_MULTI: u8 = 8;
 const OP_SETNX: u8 = 9;
 const OP_GETDEL: u8 = 10;
-const OP_MSETNX: u8 = 11;
+/// The last opcode of version 1.
+pub const OP_MSETNX: u8 = 11;
+const OP_HASH: u8 = 12;
+const OP_LIST: u8 = 13;
+const OP_SETS: u8 = 14;
+const OP_ZSET: u8 = 15;
+const OP_RENAME: u8 = 16;
+const OP_FLUSH: u8 = 17;
+const OP_GETEX: u8 = 18;
+const OP_INCRBYFLOAT: u8 = 19;
+const OP_EXEC_WATCH: u8 = 20;
 
 const SET_NX: u8 = 1;
 const SET_XX: u8 = 2;
@@ -225,9 +298,55 @@ pub(super) fn put_command(out: &mut BytesMut, cmd: &Command) {
                 put_varint(out, *at);
             }
         }
-        Command::Multi { ops } => {
+        Command::Multi { ops, watches } if watches.is_empty() => {
             out.put_u8(OP_MULTI);
             put_ops(out, ops);
+        }
+        Command::Multi { ops, watches } => {
+            out.put_u8(OP_EXEC_WATCH);
+            put_varint(out, watches.len() as u64);
+            for (k, at) in watches {
+                put_bytes(out, k);
+                put_varint(out, *at);
+            }
+            put_ops(out, ops);
+        }
+        Command::HashOp(c) => {
+            out.put_u8(OP_HASH);
+            super::hash::put_cmd(out, c);
+        }
+        Command::ListOp(c) => {
+            out.put_u8(OP_LIST);
+            super::list::put_cmd(out, c);
+        }
+        Command::SetOp(c) => {
+            out.put_u8(OP_SETS);
+            super::set::put_cmd(out, c);
+        }
+        Command::ZSetOp(c) => {
+            out.put_u8(OP_ZSET);
+            super::zset::put_cmd(out, c);
+        }
+        Command::Rename {
+            src,
+            dst,
+            if_absent,
+        } => {
+            out.put_u8(OP_RENAME);
+            out.put_u8(u8::from(*if_absent));
+            put_bytes(out, src);
+            put_bytes(out, dst);
+        }
+        Command::Flush => out.put_u8(OP_FLUSH),
+        Command::GetEx { key, at_ms } => {
+            out.put_u8(OP_GETEX);
+            put_bytes(out, key);
+            put_opt_u64(out, *at_ms);
+        }
+        Command::IncrByFloat { key, delta } => {
+            out.put_u8(OP_INCRBYFLOAT);
+            put_bytes(out, key);
+            put_f64(out, delta.0);
         }
         Command::SetNx { key, value } => {
             out.put_u8(OP_SETNX);
@@ -253,19 +372,25 @@ pub(super) fn put_command(out: &mut BytesMut, cmd: &Command) {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DecodeError(pub String);
 
-/// Decodes a payload written by [`encode`]: `(timestamp_ms, command)`.
+/// Decodes a payload written by [`encode`] (or by a build that wrote version 1):
+/// `(timestamp_ms, command)`.
 pub fn decode(payload: &Bytes) -> Result<(u64, Command), DecodeError> {
     let mut r = Reader {
         buf: payload,
         pos: 0,
     };
     let version = r.u8()?;
-    if version != CMD_VERSION {
+    if version != CMD_VERSION && version != CMD_VERSION_V1 {
         return Err(DecodeError(format!(
-            "command version {version} is not supported (this build reads {CMD_VERSION})"
+            "command version {version} is not supported (this build reads {CMD_VERSION_V1} \
+             and {CMD_VERSION})"
         )));
     }
     let ts = r.varint()?;
+    let op = r.buf.get(r.pos).copied().unwrap_or(0);
+    if version == CMD_VERSION_V1 && op > OP_MSETNX {
+        return Err(DecodeError(format!("opcode {op} in a version-1 record")));
+    }
     let cmd = read_command(&mut r, true)?;
     if r.pos != payload.len() {
         return Err(DecodeError("trailing bytes after the command".into()));
@@ -346,7 +471,41 @@ pub(super) fn read_command(r: &mut Reader, top: bool) -> Result<Command, DecodeE
             };
             Command::Expire { key, at_ms, cond }
         }
-        OP_MULTI if top => Command::Multi { ops: read_ops(r)? },
+        OP_MULTI if top => Command::Multi {
+            ops: read_ops(r)?,
+            watches: Vec::new(),
+        },
+        OP_EXEC_WATCH if top => {
+            let n = r.count()?;
+            let watches = (0..n)
+                .map(|_| Ok((r.bytes()?, r.varint()?)))
+                .collect::<Result<_, DecodeError>>()?;
+            Command::Multi {
+                watches,
+                ops: read_ops(r)?,
+            }
+        }
+        OP_HASH => Command::HashOp(super::hash::read_cmd(r)?),
+        OP_LIST => Command::ListOp(super::list::read_cmd(r)?),
+        OP_SETS => Command::SetOp(super::set::read_cmd(r)?),
+        OP_ZSET => Command::ZSetOp(super::zset::read_cmd(r)?),
+        OP_RENAME => {
+            let if_absent = r.flag()?;
+            Command::Rename {
+                src: r.bytes()?,
+                dst: r.bytes()?,
+                if_absent,
+            }
+        }
+        OP_FLUSH => Command::Flush,
+        OP_GETEX => Command::GetEx {
+            key: r.bytes()?,
+            at_ms: r.opt_u64()?,
+        },
+        OP_INCRBYFLOAT => Command::IncrByFloat {
+            key: r.bytes()?,
+            delta: Float(r.f64()?),
+        },
         OP_SETNX => Command::SetNx {
             key: r.bytes()?,
             value: r.bytes()?,
@@ -374,6 +533,44 @@ pub(super) fn put_varint(out: &mut BytesMut, mut v: u64) {
 pub(super) fn put_bytes(out: &mut BytesMut, b: &[u8]) {
     put_varint(out, b.len() as u64);
     out.put_slice(b);
+}
+
+/// Appends a list of byte strings.
+pub(super) fn put_keys(out: &mut BytesMut, keys: &[Bytes]) {
+    put_varint(out, keys.len() as u64);
+    for k in keys {
+        put_bytes(out, k);
+    }
+}
+
+/// Appends a list of pairs of byte strings.
+pub(super) fn put_pairs(out: &mut BytesMut, pairs: &[(Bytes, Bytes)]) {
+    put_varint(out, pairs.len() as u64);
+    for (a, b) in pairs {
+        put_bytes(out, a);
+        put_bytes(out, b);
+    }
+}
+
+/// Appends a signed integer (zig-zag varint).
+pub(super) fn put_i64(out: &mut BytesMut, v: i64) {
+    put_varint(out, zigzag(v));
+}
+
+/// Appends an `f64` as its 8 bits, little-endian: exact on every replica.
+pub(super) fn put_f64(out: &mut BytesMut, v: f64) {
+    out.put_u64_le(v.to_bits());
+}
+
+/// Appends an optional integer: a tag byte, then the varint.
+pub(super) fn put_opt_u64(out: &mut BytesMut, v: Option<u64>) {
+    match v {
+        Some(v) => {
+            out.put_u8(1);
+            put_varint(out, v);
+        }
+        None => out.put_u8(0),
+    }
 }
 
 fn zigzag(v: i64) -> u64 {
@@ -418,6 +615,54 @@ impl Reader<'_> {
             return Err(DecodeError("item count larger than the payload".into()));
         }
         Ok(n as usize)
+    }
+
+    /// A signed integer written by [`put_i64`].
+    pub(super) fn i64(&mut self) -> Result<i64, DecodeError> {
+        Ok(unzigzag(self.varint()?))
+    }
+
+    /// A byte that must be 0 or 1.
+    pub(super) fn flag(&mut self) -> Result<bool, DecodeError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            b => Err(DecodeError(format!("flag byte {b}"))),
+        }
+    }
+
+    /// An `f64` written by [`put_f64`]; a NaN is refused (no command carries one).
+    pub(super) fn f64(&mut self) -> Result<f64, DecodeError> {
+        let mut bits = [0u8; 8];
+        for b in &mut bits {
+            *b = self.u8()?;
+        }
+        let v = f64::from_bits(u64::from_le_bytes(bits));
+        if v.is_nan() {
+            return Err(DecodeError("NaN in a command".into()));
+        }
+        Ok(v)
+    }
+
+    /// An optional integer written by [`put_opt_u64`].
+    pub(super) fn opt_u64(&mut self) -> Result<Option<u64>, DecodeError> {
+        Ok(if self.flag()? {
+            Some(self.varint()?)
+        } else {
+            None
+        })
+    }
+
+    /// A list written by [`put_keys`].
+    pub(super) fn keys(&mut self) -> Result<Vec<Bytes>, DecodeError> {
+        let n = self.count()?;
+        (0..n).map(|_| self.bytes()).collect()
+    }
+
+    /// A list written by [`put_pairs`].
+    pub(super) fn pairs(&mut self) -> Result<Vec<(Bytes, Bytes)>, DecodeError> {
+        let n = self.count()?;
+        (0..n).map(|_| Ok((self.bytes()?, self.bytes()?))).collect()
     }
 
     pub(super) fn bytes(&mut self) -> Result<Bytes, DecodeError> {

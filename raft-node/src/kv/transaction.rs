@@ -5,7 +5,13 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::command::{put_bytes, put_command, put_varint, read_command, DecodeError, Reader};
+use super::command::{
+    put_bytes, put_command, put_keys, put_varint, read_command, DecodeError, Reader,
+};
+use super::hash::HashRead;
+use super::list::ListRead;
+use super::set::SetRead;
+use super::zset::ZSetRead;
 use super::Command;
 
 /// A read inside a transaction.
@@ -25,6 +31,17 @@ pub enum TxRead {
     Type(Bytes),
     /// `DBSIZE`.
     DbSize,
+    /// `EXPIRETIME` (seconds) or `PEXPIRETIME` (milliseconds, when `true`): the absolute
+    /// expiry, the same on every replica.
+    ExpireTime(Bytes, bool),
+    /// A read of a hash.
+    Hash(HashRead),
+    /// A read of a list.
+    List(ListRead),
+    /// A read of sets.
+    Set(SetRead),
+    /// A read of a sorted set.
+    ZSet(ZSetRead),
 }
 
 /// One queued operation.
@@ -50,13 +67,12 @@ const READ_TTL: u8 = 4;
 const READ_PTTL: u8 = 5;
 const READ_TYPE: u8 = 6;
 const READ_DBSIZE: u8 = 7;
-
-fn put_keys(out: &mut BytesMut, keys: &[Bytes]) {
-    put_varint(out, keys.len() as u64);
-    for k in keys {
-        put_bytes(out, k);
-    }
-}
+const READ_HASH: u8 = 8;
+const READ_LIST: u8 = 9;
+const READ_SET: u8 = 10;
+const READ_ZSET: u8 = 11;
+const READ_EXPIRETIME: u8 = 12;
+const READ_PEXPIRETIME: u8 = 13;
 
 /// Appends the operations of a transaction.
 pub(super) fn put_ops(out: &mut BytesMut, ops: &[TxOp]) {
@@ -99,6 +115,30 @@ pub(super) fn put_ops(out: &mut BytesMut, ops: &[TxOp]) {
                         put_bytes(out, k);
                     }
                     TxRead::DbSize => out.put_u8(READ_DBSIZE),
+                    TxRead::ExpireTime(k, ms) => {
+                        out.put_u8(if *ms {
+                            READ_PEXPIRETIME
+                        } else {
+                            READ_EXPIRETIME
+                        });
+                        put_bytes(out, k);
+                    }
+                    TxRead::Hash(h) => {
+                        out.put_u8(READ_HASH);
+                        super::hash::put_read(out, h);
+                    }
+                    TxRead::List(l) => {
+                        out.put_u8(READ_LIST);
+                        super::list::put_read(out, l);
+                    }
+                    TxRead::Set(s) => {
+                        out.put_u8(READ_SET);
+                        super::set::put_read(out, s);
+                    }
+                    TxRead::ZSet(z) => {
+                        out.put_u8(READ_ZSET);
+                        super::zset::put_read(out, z);
+                    }
                 }
             }
         }
@@ -108,10 +148,7 @@ pub(super) fn put_ops(out: &mut BytesMut, ops: &[TxOp]) {
 /// Reads the operations of a transaction (no transaction nests in another).
 pub(super) fn read_ops(r: &mut Reader) -> Result<Vec<TxOp>, DecodeError> {
     let n = r.count()?;
-    let keys = |r: &mut Reader| -> Result<Vec<Bytes>, DecodeError> {
-        let n = r.count()?;
-        (0..n).map(|_| r.bytes()).collect()
-    };
+    let keys = |r: &mut Reader| r.keys();
     (0..n)
         .map(|_| {
             Ok(match r.u8()? {
@@ -126,6 +163,12 @@ pub(super) fn read_ops(r: &mut Reader) -> Result<Vec<TxOp>, DecodeError> {
                     READ_PTTL => TxRead::Ttl(r.bytes()?, true),
                     READ_TYPE => TxRead::Type(r.bytes()?),
                     READ_DBSIZE => TxRead::DbSize,
+                    READ_EXPIRETIME => TxRead::ExpireTime(r.bytes()?, false),
+                    READ_PEXPIRETIME => TxRead::ExpireTime(r.bytes()?, true),
+                    READ_HASH => TxRead::Hash(super::hash::read_read(r)?),
+                    READ_LIST => TxRead::List(super::list::read_read(r)?),
+                    READ_SET => TxRead::Set(super::set::read_read(r)?),
+                    READ_ZSET => TxRead::ZSet(super::zset::read_read(r)?),
                     t => return Err(DecodeError(format!("unknown read {t} in a transaction"))),
                 }),
                 t => {

@@ -45,6 +45,8 @@ pub enum Value {
     Int(i64),
     Bulk(Vec<u8>),
     Nil,
+    /// `*-1`, e.g. an `EXEC` that a `WATCH` aborted.
+    NilArray,
     Array(Vec<Value>),
 }
 
@@ -151,6 +153,7 @@ pub fn read_value(r: &mut impl BufRead) -> std::io::Result<Value> {
             b.truncate(b.len() - 2);
             Value::Bulk(b)
         }
+        "*" if num()? < 0 => Value::NilArray,
         "*" => {
             let n = num()?;
             let mut items = Vec::new();

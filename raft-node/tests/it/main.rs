@@ -7,6 +7,7 @@ mod harness;
 mod metrics;
 mod tls;
 mod tools;
+mod types;
 
 use harness::{Cluster, Value};
 
@@ -509,6 +510,12 @@ fn logs_stay_bounded_and_a_lagging_node_catches_up_through_a_snapshot() {
     let mut c = cluster.client(leader);
     assert_eq!(c.cmd(&["SET", "early", "before-the-gap"]), Value::ok());
     cluster.kill(3);
+    // Values of every type travel in the snapshot too.
+    assert_eq!(c.cmd(&["HSET", "th", "f", "v"]), Value::Int(1));
+    assert_eq!(c.cmd(&["RPUSH", "tl", "a", "b"]), Value::Int(2));
+    assert_eq!(c.cmd(&["SADD", "ts", "m"]), Value::Int(1));
+    assert_eq!(c.cmd(&["ZADD", "tz", "2.5", "m"]), Value::Int(1));
+    assert_eq!(c.cmd(&["EXPIRE", "tz", "1000"]), Value::Int(1));
     for i in 0..400 {
         assert_eq!(
             c.cmd(&["SET", &format!("key{}", i % 40), &format!("value{i}")]),
@@ -533,6 +540,18 @@ fn logs_stay_bounded_and_a_lagging_node_catches_up_through_a_snapshot() {
     assert_eq!(c3.cmd(&["READMODE", "sequential"]), Value::ok());
     assert_eq!(c3.cmd(&["GET", "key39"]), Value::bulk("value399"));
     assert_eq!(c3.cmd(&["GET", "early"]), Value::bulk("before-the-gap"));
+    assert_eq!(c3.cmd(&["HGET", "th", "f"]), Value::bulk("v"));
+    assert_eq!(
+        c3.cmd(&["LRANGE", "tl", "0", "-1"]),
+        Value::Array(vec![Value::bulk("a"), Value::bulk("b")])
+    );
+    assert_eq!(c3.cmd(&["SISMEMBER", "ts", "m"]), Value::Int(1));
+    assert_eq!(c3.cmd(&["ZSCORE", "tz", "m"]), Value::bulk("2.5"));
+    assert_eq!(
+        c3.cmd(&["PEXPIRETIME", "tz"]),
+        cluster.client(leader).cmd(&["PEXPIRETIME", "tz"]),
+        "the expiry came with the snapshot"
+    );
     assert!(
         status_offset(&cluster, 3, "log_start_offset") > 300,
         "node 3's log restarted at the snapshot"

@@ -65,12 +65,63 @@ fn rate(output: &str, test: &str) -> Option<f64> {
         .next_back()
 }
 
+/// The first `n` data lines `redis-cli --stat` prints (it runs until killed; `stdbuf` makes
+/// it write each line as it comes), within 30 s.
+fn stat_lines(port: u16, n: usize) -> Vec<String> {
+    let mut child = Command::new(tool("stdbuf"))
+        .arg("-oL")
+        .arg(tool("redis-cli"))
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "--stat",
+            "-i",
+            "0.2",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut lines = Vec::new();
+    while lines.len() < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            // The data lines start with the key count; the two header lines do not.
+            Ok(l) if l.starts_with(|c: char| c.is_ascii_digit()) => lines.push(l),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(lines.len(), n, "redis-cli --stat printed {lines:?}");
+    lines
+}
+
 /// Goal: `redis-cli` and `redis-benchmark` work against `raft-node dev` unchanged (the
-/// benchmark starts with CONFIG GET, then pipelines SETs and GETs over 10 connections).
+/// benchmark starts with CONFIG GET, then pipelines each test's command over 10 connections).
 /// Method: start `raft-node dev` on free ports; SET and GET with redis-cli on the leader and
-/// GET on a follower; run `redis-benchmark -t set,get -n 2000 -c 10 -q` on the leader and
-/// require non-zero rates for both tests and no error in its output; `redis-cli --scan`
-/// finds the keys on the leader and on a follower.
+/// GET on a follower; run `redis-benchmark -t set,get,incr,lpush,rpush,lpop,rpop,sadd,hset,
+/// spop,zadd,lrange -n 1000 -c 10 -q` on the leader and require a non-zero rate for every
+/// test and no error in its output; `redis-cli --scan` finds the keys on the leader and on a
+/// follower; `--bigkeys` names the biggest key of every type; `--stat` prints real figures.
 #[test]
 fn redis_cli_and_redis_benchmark_work_against_the_dev_cluster() {
     // Both are looked up first so that a missing package fails the test at once, by name.
@@ -92,9 +143,9 @@ fn redis_cli_and_redis_benchmark_work_against_the_dev_cluster() {
         "-p",
         &leader.to_string(),
         "-t",
-        "set,get",
+        "set,get,incr,lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,lrange",
         "-n",
-        "2000",
+        "1000",
         "-c",
         "10",
         "-q",
@@ -106,7 +157,22 @@ fn redis_cli_and_redis_benchmark_work_against_the_dev_cluster() {
     );
     assert!(out.status.success(), "redis-benchmark failed: {text}");
     assert!(!text.contains("ERR"), "{text}");
-    for test in ["SET", "GET"] {
+    for test in [
+        "SET",
+        "GET",
+        "INCR",
+        "LPUSH",
+        "RPUSH",
+        "LPOP",
+        "RPOP",
+        "SADD",
+        "HSET",
+        "SPOP",
+        "ZADD",
+        "LPUSH (needed to benchmark LRANGE)",
+        "LRANGE_100 (first 100 elements)",
+        "LRANGE_600 (first 600 elements)",
+    ] {
         let r = rate(&text, test).unwrap_or_else(|| panic!("no {test} rate in: {text}"));
         assert!(r > 0.0, "{test}: {r} requests per second");
     }
@@ -118,6 +184,29 @@ fn redis_cli_and_redis_benchmark_work_against_the_dev_cluster() {
         assert!(keys.contains(&"tool-key"), "--scan on {port}: {keys:?}");
         let matched = cli(port, &["--scan", "--pattern", "tool-*"]);
         assert_eq!(matched, "tool-key");
+    }
+    // `--bigkeys` samples every key with SCAN, TYPE and each type's size command; the
+    // benchmark left a list, a hash and a sorted set (its SPOPs empty its set).
+    assert_eq!(cli(leader, &["SADD", "tool-set", "a", "b", "c"]), "3");
+    let big = cli(follower, &["--bigkeys"]);
+    for line in [
+        "Biggest   list found '\"mylist\"'",
+        "Biggest    set found '\"tool-set\"' has 3 members",
+        "Biggest   hash found '\"myhash\"'",
+        "Biggest   zset found '\"myzset\"'",
+        "Biggest string found",
+    ] {
+        assert!(big.contains(line), "--bigkeys lacks {line:?}:\n{big}");
+    }
+    // `--stat` reads INFO: keys, memory, clients and request counts, none missing.
+    let stats = stat_lines(leader, 2);
+    for l in &stats {
+        assert!(
+            !l.contains("-9223372036854775808"),
+            "a missing INFO field: {l}"
+        );
+        let keys: u64 = l.split_whitespace().next().unwrap().parse().unwrap();
+        assert!(keys >= 5, "{l}");
     }
     eprintln!(
         "redis-benchmark ({:?}, debug build): {}",
