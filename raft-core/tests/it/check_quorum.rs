@@ -74,6 +74,7 @@ fn single_voter_leader_never_resigns_for_lack_of_quorum() {
     assert_eq!(c.replica(l).role(), Role::Leader);
     expect![[r#"
         158ms r1 prospective e0 leader=-
+        158ms r1 voters {r1@00000000-0000-0001-0000-000000000001}
         158ms r1 leader e1 leader=r1"#]]
     .assert_eq(&c.trace());
     assert_no_violations(&c);

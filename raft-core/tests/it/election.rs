@@ -11,6 +11,8 @@ use crate::*;
 fn single_voter_cluster_elects_itself_and_commits() {
     // Goal: a cluster of one voter elects itself at once and commits on its own durability.
     // Method: start one voter, run until it leads, propose two records, check they commit.
+    // The voter has a directory id, so it is a standalone bootstrap: its first epoch also
+    // writes the bootstrap voter set into the log (KAFKA-16532).
     let mut c = cluster(1, 1, 0);
     let l = settle(&mut c);
     assert_eq!(l, 1);
@@ -18,15 +20,16 @@ fn single_voter_cluster_elects_itself_and_commits() {
     let b = commit(&mut c, l, b"b");
     assert_eq!(
         (a.offset.0, b.offset.0),
-        (1, 2),
-        "offset 0 holds the LeaderChange record"
+        (2, 3),
+        "offset 0 holds the LeaderChange record, offset 1 the bootstrap voter set"
     );
-    assert_eq!(c.replica(l).high_watermark().0, 3);
+    assert_eq!(c.replica(l).high_watermark().0, 4);
     expect![[r#"
         151ms r1 prospective e0 leader=-
+        151ms r1 voters {r1@00000000-0000-0001-0000-000000000001}
         151ms r1 leader e1 leader=r1"#]]
     .assert_eq(&c.trace());
-    assert_eq!(log_text(&c, l), "LC@e1 a@e1 b@e1");
+    assert_eq!(log_text(&c, l), "LC@e1 V@e1 a@e1 b@e1");
     assert_no_violations(&c);
 }
 
