@@ -2,8 +2,8 @@
 //!
 //! * `ci`: the canonical check list CI runs (format, tidy rules, clippy, docs, tests, a bounded
 //!   simulator sweep). `.ci/run` calls exactly this.
-//! * `sim [--seeds N] [--seed S] [--voters 3|5] [--observers K] [--first S]`: a simulator sweep
-//!   (release build). A failing seed prints the one command that replays it. With `--driver`,
+//! * `sim [--seeds N] [--seed S] [--voters 3|5] [--observers K] [--first S] [--membership]`: a
+//!   simulator sweep (release build); `--membership` adds voter changes and disk losses. A failing seed prints the one command that replays it. With `--driver`,
 //!   the driver simulator (`raft-dsim`: the real driver on virtual time) instead, which also
 //!   takes `--sessions C`, `--secs T` and `--lease`.
 //! * `bench [storage] [core] [snapshot] [reads] [transport] [cluster] [failover] [--quick]
@@ -109,6 +109,19 @@ fn ci() -> Result<(), String> {
         "--observers".into(),
         "1".into(),
     ])?;
+    // Membership (KIP-853): voter changes and disk losses, growing from one voter and
+    // changing a three-voter cluster.
+    for (voters, observers, seeds) in [("1", "4", "1000"), ("3", "2", "1000")] {
+        sim(&[
+            "--seeds".into(),
+            seeds.into(),
+            "--voters".into(),
+            voters.into(),
+            "--observers".into(),
+            observers.into(),
+            "--membership".into(),
+        ])?;
+    }
     // The real driver under simulation: three voters, then five voters with two observers.
     sim(&["--driver".into(), "--seeds".into(), "2000".into()])?;
     sim(&[

@@ -321,7 +321,17 @@ impl Replica {
         max_bytes: u32,
         out: &mut Outputs,
     ) {
-        let response = self.fetch_ok_response();
+        let mut response = self.fetch_ok_response();
+        if fetch_offset < self.log.start {
+            // A parked fetch whose records a snapshot purged meanwhile: it must install the
+            // snapshot, as a fetch arriving now would be told.
+            match self.snapshot {
+                Some(id) => response.snapshot = Some(id),
+                None => response = self.fetch_error(ErrorCode::SnapshotNotFound),
+            }
+            self.respond(to, id, Response::Fetch(response), out);
+            return;
+        }
         let records = (fetch_offset < self.log.end).then(|| RecordRange {
             from: fetch_offset,
             to: self.log.end,
@@ -723,6 +733,14 @@ fn leader_progress<'a>(
         Some(p) => p,
         None => l.observers.entry(from).or_default(),
     };
-    progress.directory = directory;
+    if progress.directory != directory {
+        // Another directory under the same id is another replica (a wiped disk, or a static
+        // voter's first fetch): nothing the old one acknowledged or caught up with is its.
+        let fresh = progress.end.is_none() && progress.last_fetch.is_none();
+        if !fresh {
+            *progress = Progress::default();
+        }
+        progress.directory = directory;
+    }
     progress
 }

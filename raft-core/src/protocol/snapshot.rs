@@ -38,7 +38,17 @@ impl Replica {
         self.snapshot = Some(id);
         // Only records the snapshot covers go; after an install the log may start above an
         // older local snapshot, and then nothing is purged.
-        let start = Offset(id.offset.0.saturating_sub(self.cfg.snapshot_log_retention));
+        let mut start = Offset(id.offset.0.saturating_sub(self.cfg.snapshot_log_retention));
+        // Responses held until the election state is durable still name records to serve.
+        for m in &self.held {
+            if let Outgoing::Response {
+                fill: Some(Fill::Records(range)),
+                ..
+            } = m
+            {
+                start = start.min(range.from);
+            }
+        }
         if start > self.log.start && start <= self.log.end {
             self.voter_history.purge(start);
             let seq = self.log.purge(start);

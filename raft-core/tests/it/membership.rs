@@ -218,3 +218,39 @@ fn a_replica_with_a_lost_disk_is_a_new_replica_until_replaced() {
     commit(&mut c, 1, b"after-replace");
     assert_no_violations(&c);
 }
+
+#[test]
+fn two_voters_recover_when_the_leader_removes_itself_and_fails_before_the_other_heard() {
+    // Goal: membership.md E6. The leader of {1, 2} removes itself, and crashes before 2
+    // fetched the removal. 2 still acts on {1, 2} and needs 1's vote, which its shorter log
+    // cannot get; 1 acts on {2}. KRaft never lets 1 campaign (it is outside its newest set):
+    // nobody could win. With the Raft thesis rule (docs/spec-deviations.md 5a) 1 campaigns
+    // without counting itself, 2 elects it, the removal commits, 1 resigns and 2 leads alone.
+    let mut c = cluster(65, 2, 0);
+    let leader = settle(&mut c);
+    let other = 3 - leader;
+    commit(&mut c, leader, b"x");
+    c.cut(leader, other);
+    c.change_voters(
+        leader,
+        VoterChange::Remove {
+            id: ReplicaId(leader),
+            directory: None,
+        },
+    )
+    .expect("the leader may remove itself");
+    c.run_for(ms(5));
+    c.crash(leader);
+    c.heal();
+    c.restart(leader);
+    let recovered = c.run_until_cond(ms(5000), |c| {
+        c.leader() == Some(other) && ids(c.replica(other).voters()) == [other]
+    });
+    assert!(
+        recovered,
+        "the cluster did not recover from the self-removal:\n{}",
+        c.trace()
+    );
+    commit(&mut c, other, b"after");
+    assert_no_violations(&c);
+}

@@ -287,6 +287,9 @@ impl Cluster {
             let prev = h.last_hwm;
             self.checker
                 .on_commit(self.now, h.id, epoch, prev, hwm, &h.log);
+            if self.opts.membership {
+                self.check_commit_majority(i, hwm);
+            }
             self.hosts[i].last_hwm = hwm;
             self.apply_kv(i, hwm);
             self.resolve_proposals();
@@ -447,7 +450,8 @@ impl Cluster {
                     }
                     _ => false,
                 };
-                let below = &self.checker.committed()[..id.offset.0 as usize];
+                let committed = self.checker.committed();
+                let below = &committed[..(id.offset.0 as usize).min(committed.len())];
                 let voters = voter_history(&self.hosts[i].cfg, below).latest().clone();
                 Some(Input::SnapshotDownloaded {
                     id,

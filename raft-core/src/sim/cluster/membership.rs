@@ -242,6 +242,53 @@ impl Cluster {
         }
     }
 
+    /// S4 of the membership checks (KAFKA-16580's form): when a leader advances its high
+    /// watermark to `hwm`, a majority of its set in force, or of the set in force for the
+    /// record below `hwm`, holds that record durably (a voter whose disk was lost lowers the
+    /// count asked for by one, as in [`Cluster::check_majority_durable`]).
+    pub(super) fn check_commit_majority(&mut self, i: usize, hwm: Offset) {
+        let h = &self.hosts[i];
+        let Some(replica) = h.replica.as_ref() else {
+            return;
+        };
+        if replica.role() != Role::Leader || hwm == Offset::ZERO {
+            return;
+        }
+        let n = hwm.0 as usize;
+        let Some(last) = h.log.get(n - 1).cloned() else {
+            return;
+        };
+        let latest = replica.voters().clone();
+        let below = super::host::voter_history(&h.cfg, &h.log[..n - 1])
+            .latest()
+            .clone();
+        let holds = |h: &Host| h.durable_log.len() >= n && h.durable_log[n - 1] == last;
+        for set in [&latest, &below] {
+            let holding = set
+                .iter()
+                .filter(|(id, v)| {
+                    self.hosts.iter().any(|h| {
+                        h.id == *id
+                            && (v.directory.is_none() || v.directory == h.cfg.directory)
+                            && holds(h)
+                    })
+                })
+                .count();
+            let needed = set
+                .majority()
+                .saturating_sub(self.stale_voters(set).len())
+                .max(1);
+            if holding >= needed {
+                return;
+            }
+        }
+        let leader = self.hosts[i].id;
+        let msg = format!(
+            "S4 {leader} committed {hwm} durable on fewer than a majority of {latest} and of {below}"
+        );
+        self.checker.report(self.now, msg);
+    }
+
     /// Keeps the newest voter set of the committed log up to date, scanning only what was
     /// committed since the last call.
     fn advance_committed_voters(&mut self) {

@@ -780,6 +780,10 @@ impl Cluster {
     }
 
     fn after_event(&mut self) {
-        self.check_majority_durable();
+        // With voter changes the deciding set of an old commit may have been truncated away;
+        // then the leader's commit is checked when it happens instead.
+        if !self.opts.membership {
+            self.check_majority_durable();
+        }
     }
 }
