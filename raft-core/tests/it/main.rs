@@ -10,6 +10,7 @@
 
 mod check_quorum;
 mod driver;
+mod driver_membership;
 mod driver_outcomes;
 mod driver_sim;
 mod election;

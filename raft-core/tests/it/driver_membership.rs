@@ -1,0 +1,161 @@
+//! Membership through the driver: `Node::change_voters` grows a standalone node into three
+//! voters and removes the leader; a replica that joins late learns the voter set from the
+//! snapshot it installs (the header every stored snapshot carries).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use raft_core::driver::{Node, VoterChangeError};
+use raft_core::mem::transport::MemNetwork;
+use raft_core::protocol::{MembershipError, VoterChange};
+use raft_core::{Config, DirectoryId, ReplicaId, Role};
+
+use crate::driver::{start_node, test_config, wait_for_leader, TestNode};
+
+fn dir(id: u32) -> DirectoryId {
+    DirectoryId(0xD1EC_0000 + u128::from(id))
+}
+
+/// Node `id` with its own directory; node 1 bootstraps alone, the others join through it.
+fn config(id: u32) -> Config {
+    let mut cfg = test_config(ReplicaId(id), &[ReplicaId(1)]);
+    cfg.directory = Some(dir(id));
+    cfg.snapshot_after_records = 20;
+    cfg.snapshot_log_retention = 5;
+    cfg.snapshot_chunk_bytes = 256;
+    cfg
+}
+
+fn ids(status: &raft_core::protocol::Status) -> Vec<(u32, Option<DirectoryId>)> {
+    status
+        .voter_set
+        .iter()
+        .map(|(id, v)| (id.0, v.directory))
+        .collect()
+}
+
+/// Asks `leader` to add `id`, retrying while it is not caught up; every wait is bounded.
+async fn add(leader: &Node, id: u32) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let change = VoterChange::Add {
+            id: ReplicaId(id),
+            directory: dir(id),
+            endpoint: format!("node-{id}"),
+        };
+        match leader.change_voters(change, Duration::from_secs(5)).await {
+            Ok(_) => return,
+            Err(VoterChangeError::Refused(
+                MembershipError::NotCaughtUp { .. } | MembershipError::ChangeInProgress { .. },
+            )) => {}
+            Err(e) => panic!("adding {id} failed: {e}"),
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{id} was not added within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until `node` acts on the voter set `want`.
+async fn wait_for_set(node: &TestNode, want: &[(u32, Option<DirectoryId>)]) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = node.node.status().await.expect("running");
+        if ids(&status) == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "voter set {:?} is not {want:?} after 10 s",
+            ids(&status)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standalone_node_grows_to_three_voters_and_its_leader_leaves() {
+    let net = MemNetwork::new();
+    let mut nodes = vec![start_node(&net, config(1)).await];
+    assert_eq!(wait_for_leader(&nodes, None).await, 0);
+    for i in 0..30u32 {
+        nodes[0]
+            .node
+            .write(Bytes::from(format!("a{i}")))
+            .await
+            .expect("the standalone voter commits alone");
+    }
+    for id in [2, 3] {
+        nodes.push(start_node(&net, config(id)).await);
+        add(&nodes[0].node, id).await;
+    }
+    let three = [(1, Some(dir(1))), (2, Some(dir(2))), (3, Some(dir(3)))];
+    for n in &nodes {
+        wait_for_set(n, &three).await;
+    }
+    for i in 0..30u32 {
+        nodes[0]
+            .node
+            .write(Bytes::from(format!("b{i}")))
+            .await
+            .expect("three voters commit");
+    }
+    // The leader removes itself: answered once committed by the new set, then it resigns.
+    let removal = VoterChange::Remove {
+        id: ReplicaId(1),
+        directory: Some(dir(1)),
+    };
+    nodes[0]
+        .node
+        .change_voters(removal, Duration::from_secs(5))
+        .await
+        .expect("the removal commits");
+    let two = [(2, Some(dir(2))), (3, Some(dir(3)))];
+    for n in &nodes[1..] {
+        wait_for_set(n, &two).await;
+    }
+    let leader = wait_for_leader(&nodes, Some(0)).await;
+    assert_ne!(leader, 0, "a remaining voter leads");
+    for i in 0..30u32 {
+        nodes[leader]
+            .node
+            .write(Bytes::from(format!("c{i}")))
+            .await
+            .expect("the remaining voters commit");
+    }
+    let status = nodes[0].node.status().await.expect("running");
+    assert_ne!(status.role, Role::Leader, "the removed node does not lead");
+    // A late joiner starts far behind the leader's snapshot: it learns {2, 3} from it.
+    let late = start_node(&net, config(4)).await;
+    wait_for_set(&late, &two).await;
+    assert!(
+        late.node
+            .metrics()
+            .snapshots_installed
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1,
+        "the late node installed a snapshot"
+    );
+    // And an add refused for a key that does not fetch names what it saw.
+    let wrong = VoterChange::Add {
+        id: ReplicaId(4),
+        directory: DirectoryId(9),
+        endpoint: String::new(),
+    };
+    let refused = nodes[leader]
+        .node
+        .change_voters(wrong, Duration::from_secs(1))
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(VoterChangeError::Refused(MembershipError::NotCaughtUp { seen: Some(d), .. })) if d == dir(4)
+        ),
+        "{refused:?}"
+    );
+    for n in nodes.iter().chain(std::iter::once(&late)) {
+        n.node.shutdown().await;
+    }
+}
