@@ -1,10 +1,16 @@
 //! The data directory's identity file, `identity.toml`: which cluster, replica and storage
-//! engine the directory belongs to. Written once when the directory is first used; checked at
-//! every later start, so a node pointed at another node's or another cluster's data refuses to
-//! start instead of joining with someone else's log and votes.
+//! engine the directory belongs to, and its directory id (KIP-853). Written once when the
+//! directory is first used; checked at every later start, so a node pointed at another node's or
+//! another cluster's data refuses to start instead of joining with someone else's log and votes.
+//!
+//! The directory id is random, made with the directory: a machine whose disk was replaced
+//! comes back with a new one, and the voter set, which names voters by id and directory, no
+//! longer counts it as the voter that held the lost data (it is an observer until it is added
+//! again). A directory from before directory ids gets one at its first start.
 
 use std::path::Path;
 
+use raft_core::DirectoryId;
 use serde::{Deserialize, Serialize};
 
 use crate::config::NodeConfig;
@@ -18,6 +24,9 @@ struct Identity {
     cluster_id: String,
     replica_id: u32,
     storage: String,
+    /// The directory id in UUID form; absent in directories made before directory ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    directory_id: Option<String>,
 }
 
 impl Identity {
@@ -54,23 +63,39 @@ pub enum IdentityError {
     },
 }
 
-/// Creates the data directory and its identity file, or checks the existing one against `cfg`.
-pub fn check_or_create(cfg: &NodeConfig) -> Result<(), IdentityError> {
+/// A new random directory id (never zero).
+fn new_directory_id() -> Result<DirectoryId, String> {
+    loop {
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes)
+            .map_err(|e| format!("no randomness for a directory id: {e}"))?;
+        let id = u128::from_le_bytes(bytes);
+        if id != 0 {
+            return Ok(DirectoryId(id));
+        }
+    }
+}
+
+/// Creates the data directory and its identity file, or checks the existing one against `cfg`;
+/// returns the directory id.
+pub fn check_or_create(cfg: &NodeConfig) -> Result<DirectoryId, IdentityError> {
     let dir = &cfg.data_dir;
     let io = |reason: String| IdentityError::Io {
         dir: dir.display().to_string(),
         reason,
     };
-    let mine = Identity {
+    let mut mine = Identity {
         cluster_id: cfg.cluster_id.clone(),
         replica_id: cfg.id.0,
         storage: cfg.storage.name().to_string(),
+        directory_id: None,
     };
     let path = dir.join(FILE_NAME);
     match std::fs::read_to_string(&path) {
         Ok(text) => {
             let found: Identity = toml::from_str(&text)
                 .map_err(|e| io(format!("{FILE_NAME} is unreadable: {}", e.message())))?;
+            mine.directory_id = found.directory_id.clone();
             if found != mine {
                 return Err(IdentityError::Mismatch {
                     dir: dir.display().to_string(),
@@ -78,7 +103,18 @@ pub fn check_or_create(cfg: &NodeConfig) -> Result<(), IdentityError> {
                     expected: mine.describe(),
                 });
             }
-            Ok(())
+            match &found.directory_id {
+                Some(text) => text
+                    .parse::<DirectoryId>()
+                    .map_err(|e| io(format!("{FILE_NAME}: directory_id {text:?}: {e}"))),
+                None => {
+                    // Made before directory ids: give it one now, once.
+                    let id = new_directory_id().map_err(io)?;
+                    mine.directory_id = Some(id.to_string());
+                    write_identity(&path, &mine).map_err(io)?;
+                    Ok(id)
+                }
+            }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if non_empty(dir) {
@@ -87,14 +123,21 @@ pub fn check_or_create(cfg: &NodeConfig) -> Result<(), IdentityError> {
                 )));
             }
             std::fs::create_dir_all(dir).map_err(|e| io(e.to_string()))?;
-            let text = format!(
-                "# Written by raft-node when this directory was created; do not edit.\n{}",
-                toml::to_string(&mine).map_err(|e| io(e.to_string()))?
-            );
-            write_durably(&path, text.as_bytes()).map_err(|e| io(e.to_string()))
+            let id = new_directory_id().map_err(io)?;
+            mine.directory_id = Some(id.to_string());
+            write_identity(&path, &mine).map_err(io)?;
+            Ok(id)
         }
         Err(e) => Err(io(format!("cannot read {FILE_NAME}: {e}"))),
     }
+}
+
+fn write_identity(path: &Path, identity: &Identity) -> Result<(), String> {
+    let text = format!(
+        "# Written by raft-node when this directory was created; do not edit.\n{}",
+        toml::to_string(identity).map_err(|e| e.to_string())?
+    );
+    write_durably(path, text.as_bytes()).map_err(|e| e.to_string())
 }
 
 fn non_empty(dir: &Path) -> bool {
@@ -119,4 +162,89 @@ fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 pub fn recorded_storage(dir: &Path) -> Option<String> {
     let text = std::fs::read_to_string(dir.join(FILE_NAME)).ok()?;
     toml::from_str::<Identity>(&text).ok().map(|i| i.storage)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::FileConfig;
+
+    fn config(dir: &Path) -> NodeConfig {
+        let text = format!(
+            r#"
+            cluster_id = "c1"
+            replica_id = 1
+            data_dir = "{}"
+            [tls]
+            ca_cert = "ca.pem"
+            cert = "n.pem"
+            key = "n.key"
+            [[voters]]
+            id = 1
+            peer = "127.0.0.1:7101"
+            client = "127.0.0.1:7001"
+            "#,
+            dir.display()
+        );
+        FileConfig::parse(&text).unwrap().check().unwrap()
+    }
+
+    #[test]
+    fn a_new_directory_gets_a_directory_id_that_stays() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = config(&tmp.path().join("data"));
+        let first = check_or_create(&cfg).unwrap();
+        assert_eq!(check_or_create(&cfg).unwrap(), first, "the id is kept");
+        let other = config(&tmp.path().join("other"));
+        assert_ne!(
+            check_or_create(&other).unwrap(),
+            first,
+            "each directory has its own"
+        );
+    }
+
+    #[test]
+    fn a_directory_from_before_directory_ids_gets_one_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        let cfg = config(&data);
+        let old = format!(
+            "cluster_id = \"c1\"\nreplica_id = 1\nstorage = \"{}\"\n",
+            cfg.storage.name()
+        );
+        std::fs::write(data.join(FILE_NAME), old).unwrap();
+        let id = check_or_create(&cfg).unwrap();
+        assert_eq!(
+            check_or_create(&cfg).unwrap(),
+            id,
+            "written once, then read back"
+        );
+        let text = std::fs::read_to_string(data.join(FILE_NAME)).unwrap();
+        assert!(text.contains(&id.to_string()), "{text}");
+    }
+
+    #[test]
+    fn a_damaged_directory_id_is_refused_with_the_field() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        let cfg = config(&data);
+        check_or_create(&cfg).unwrap();
+        let path = data.join(FILE_NAME);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let damaged: String = text
+            .lines()
+            .map(|l| {
+                if l.starts_with("directory_id") {
+                    "directory_id = \"not-a-uuid\"".to_string()
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(&path, damaged).unwrap();
+        let err = check_or_create(&cfg).unwrap_err().to_string();
+        assert!(err.contains("directory_id"), "{err}");
+    }
 }

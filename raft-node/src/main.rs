@@ -18,6 +18,7 @@ mod dev;
 mod http;
 mod identity;
 mod kv;
+mod membership;
 mod metrics;
 mod multi;
 mod node;

@@ -233,7 +233,13 @@ pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
         ),
         None => None,
     };
-    identity::check_or_create(&cfg)?;
+    let directory = identity::check_or_create(&cfg)?;
+    let mut raft_cfg = raft_cfg.into_inner();
+    raft_cfg.directory = Some(directory);
+    let raft_cfg = raft_cfg
+        .validate()
+        .map_err(|e| StartError::Driver(format!("configuration: {e}")))?;
+    tracing::info!(replica = %cfg.id, %directory, "data directory");
     let for_open = cfg.clone();
     let (log, election, snapshots) = tokio::task::spawn_blocking(move || open_storage(&for_open))
         .await

@@ -591,6 +591,18 @@ impl Server {
                 fields.insert(at, (Reply::bulk("role"), Reply::bulk(role)));
                 Reply::Map(fields)
             }
+            AdminOp::RaftVoters => Reply::bulk(crate::membership::voters_text(&st)),
+            AdminOp::RaftAddVoter(id, directory) => {
+                let endpoint = self
+                    .cfg
+                    .peers()
+                    .get(&ReplicaId(id))
+                    .map_or(String::new(), |a| a.to_string());
+                crate::membership::add_voter(&self.node, &st, id, directory, endpoint).await
+            }
+            AdminOp::RaftRemoveVoter(id) => {
+                crate::membership::remove_voter(&self.node, &st, id).await
+            }
             AdminOp::RaftTransfer(_) => unreachable!("answered above"),
         }
     }
@@ -780,7 +792,7 @@ impl Server {
         );
         if st.role != Role::Leader {
             s += "voters: (progress is known to the leader only)\r\n";
-            for id in self.cfg.voters.keys() {
+            for id in st.voter_set.ids() {
                 s += &format!("voter:{}\r\n", id.0);
             }
             return s;
@@ -798,8 +810,8 @@ impl Server {
                 p.replica.0
             );
         }
-        for id in self.cfg.observers.keys() {
-            s += &format!("observer:{}\r\n", id.0);
+        for p in &st.observers {
+            s += &format!("observer:{}\r\n", p.replica.0);
         }
         s
     }

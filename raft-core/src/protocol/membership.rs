@@ -276,10 +276,15 @@ impl Replica {
                     return Err(VoterSetError::Duplicate(id).into());
                 }
                 let seen = l.observers.get(&id).and_then(|p| p.directory);
+                // Caught up within the fetch timeout, and fetching now: a healthy fetcher's long
+                // polls come back at least every fetch_max_wait, so a key whose replica died
+                // (a wiped disk's old key, say) stops qualifying after two of them.
+                let alive = self.cfg.fetch_max_wait * 2 + self.cfg.request_timeout;
                 let caught_up = l.observers.get(&id).is_some_and(|p| {
                     p.directory == Some(directory)
                         && p.caught_up_at
                             .is_some_and(|t| now.since(t) < self.cfg.fetch_timeout)
+                        && p.last_fetch.is_some_and(|t| now.since(t) < alive)
                 });
                 if !caught_up {
                     return Err(MembershipError::NotCaughtUp {

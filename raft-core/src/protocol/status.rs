@@ -58,6 +58,9 @@ pub struct Status {
     pub voters: Vec<ReplicaProgress>,
     /// The voter set in force on this replica (KIP-853), with directory ids and endpoints.
     pub voter_set: crate::voters::VoterSet,
+    /// Per-observer progress, with the directory each fetches with (leader only): who could
+    /// be added as a voter.
+    pub observers: Vec<ReplicaProgress>,
     /// Time since the last successful fetch from the leader (followers and observers).
     pub since_leader_contact: Option<std::time::Duration>,
 }
@@ -166,6 +169,7 @@ impl Replica {
             applied: self.applied,
             voters,
             voter_set: self.voters().clone(),
+            observers: self.observer_progress(now),
             since_leader_contact: match &self.role {
                 RoleState::Follower(f) => f.last_fetch_ok.map(|t| now.since(t)),
                 _ => None,
@@ -173,9 +177,8 @@ impl Replica {
         }
     }
 
-    pub(super) fn describe_quorum(&self, now: Instant) -> crate::message::DescribeQuorumResponse {
-        let status = self.status(now);
-        let observers = match &self.role {
+    fn observer_progress(&self, now: Instant) -> Vec<ReplicaProgress> {
+        match &self.role {
             RoleState::Leader(l) => l
                 .observers
                 .iter()
@@ -187,7 +190,12 @@ impl Replica {
                 })
                 .collect(),
             _ => Vec::new(),
-        };
+        }
+    }
+
+    pub(super) fn describe_quorum(&self, now: Instant) -> crate::message::DescribeQuorumResponse {
+        let status = self.status(now);
+        let observers = status.observers;
         let leading = matches!(self.role, RoleState::Leader(_));
         crate::message::DescribeQuorumResponse {
             error: (!leading).then_some(ErrorCode::NotLeader),

@@ -115,6 +115,12 @@ pub enum AdminOp {
     RaftDescribe,
     /// `RAFT TRANSFER <replica id>`: hand leadership to that voter (on the leader).
     RaftTransfer(u32),
+    /// `RAFT VOTERS`: the voter set in force, and on the leader the observers.
+    RaftVoters,
+    /// `RAFT ADD-VOTER <replica id> [<directory id>]` (on the leader).
+    RaftAddVoter(u32, Option<raft_core::DirectoryId>),
+    /// `RAFT REMOVE-VOTER <replica id>` (on the leader).
+    RaftRemoveVoter(u32),
     /// `ROLE`, as Redis answers it: the leader is the master, every other replica a slave.
     Role,
     /// `HELLO`'s reply, all but the role, which needs the node's status.
@@ -326,8 +332,28 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
                 Some(id) => Plan::Admin(AdminOp::RaftTransfer(id)),
                 None => Plan::Reply(Reply::err("RAFT TRANSFER needs a replica id")),
             },
+            "voters" if a.len() == 1 => Plan::Admin(AdminOp::RaftVoters),
+            "add-voter" if a.len() == 2 || a.len() == 3 => {
+                let directory = match a.get(2) {
+                    None => Ok(None),
+                    Some(d) => std::str::from_utf8(d)
+                        .map_err(|_| "a directory id is text".to_string())
+                        .and_then(|d| d.parse::<raft_core::DirectoryId>())
+                        .map(Some),
+                };
+                match (replica_id(&a[1]), directory) {
+                    (Some(id), Ok(d)) => Plan::Admin(AdminOp::RaftAddVoter(id, d)),
+                    (None, _) => Plan::Reply(Reply::err("RAFT ADD-VOTER needs a replica id")),
+                    (_, Err(e)) => Plan::Reply(Reply::Error(format!("ERR {e}"))),
+                }
+            }
+            "remove-voter" if a.len() == 2 => match replica_id(&a[1]) {
+                Some(id) => Plan::Admin(AdminOp::RaftRemoveVoter(id)),
+                None => Plan::Reply(Reply::err("RAFT REMOVE-VOTER needs a replica id")),
+            },
             _ => Plan::Reply(Reply::err(
-                "unknown RAFT subcommand; try RAFT STATUS, RAFT DESCRIBE or RAFT TRANSFER <id>",
+                "unknown RAFT subcommand; try RAFT STATUS, DESCRIBE, VOTERS, TRANSFER <id>, \
+                 ADD-VOTER <id> [<directory>] or REMOVE-VOTER <id>",
             )),
         },
         "get" => read(TxRead::Get(a[0].clone())),
@@ -574,4 +600,9 @@ fn client(conn: &mut Conn, a: &[Bytes]) -> Reply {
         )),
         _ => Reply::err("unknown CLIENT subcommand or wrong number of arguments"),
     }
+}
+
+/// A replica id argument.
+fn replica_id(arg: &[u8]) -> Option<u32> {
+    std::str::from_utf8(arg).ok()?.parse::<u32>().ok()
 }

@@ -181,3 +181,38 @@ fn readmode_changes_the_connection() {
         "a refused mode changes nothing"
     );
 }
+
+#[test]
+fn raft_voter_changes_parse_their_ids_and_directories() {
+    let mut c = conn(true);
+    assert!(matches!(
+        run(&mut c, None, "RAFT VOTERS"),
+        Plan::Admin(AdminOp::RaftVoters)
+    ));
+    assert!(matches!(
+        run(&mut c, None, "raft add-voter 4"),
+        Plan::Admin(AdminOp::RaftAddVoter(4, None))
+    ));
+    let dir = "0123abcd-0000-0000-0000-000000000042";
+    let expected: raft_core::DirectoryId = dir.parse().unwrap();
+    assert!(matches!(
+        run(&mut c, None, &format!("RAFT ADD-VOTER 4 {dir}")),
+        Plan::Admin(AdminOp::RaftAddVoter(4, Some(d))) if d == expected
+    ));
+    assert!(matches!(
+        run(&mut c, None, "RAFT REMOVE-VOTER 2"),
+        Plan::Admin(AdminOp::RaftRemoveVoter(2))
+    ));
+    for bad in [
+        "RAFT ADD-VOTER four",
+        "RAFT ADD-VOTER 4 not-a-uuid",
+        "RAFT ADD-VOTER 4 00000000-0000-0000-0000-000000000000",
+        "RAFT REMOVE-VOTER",
+        "RAFT REMOVE-VOTER x",
+    ] {
+        assert!(
+            matches!(reply(run(&mut c, None, bad)), Reply::Error(_)),
+            "{bad} is refused"
+        );
+    }
+}

@@ -266,6 +266,8 @@ pub struct Cluster {
     password: Option<String>,
     /// Per-node replacements of the `[timers]` table's body.
     timers: std::collections::BTreeMap<u32, String>,
+    /// Nodes `1..=voters` are the configured voters, the others observers.
+    voters: u32,
 }
 
 /// `(client, peer, metrics)` ports for `n` nodes.
@@ -288,11 +290,19 @@ impl Cluster {
     /// Writes certificates and configs for `n` voters; `extra` goes into every config (its
     /// top-level keys first, its tables last).
     pub fn prepare(n: u32, extra: &str) -> Cluster {
+        Cluster::prepare_with_observers(n, 0, extra)
+    }
+
+    /// As [`Cluster::prepare`], with `observers` more nodes configured as observers (ids after
+    /// the voters).
+    pub fn prepare_with_observers(voters: u32, observers: u32, extra: &str) -> Cluster {
+        let n = voters + observers;
         let dir = tempfile::tempdir().unwrap();
+        let replicas: Vec<String> = (1..=n.max(3)).map(|i| i.to_string()).collect();
         let status = Command::new(BIN)
             .args(["certs", "--out"])
             .arg(dir.path().join("certs"))
-            .args(["--replicas", "1,2,3"])
+            .args(["--replicas", &replicas.join(",")])
             .stdout(Stdio::null())
             .status()
             .unwrap();
@@ -319,6 +329,7 @@ impl Cluster {
             extra: extra.to_string(),
             password,
             timers: std::collections::BTreeMap::new(),
+            voters,
         };
         for n in &cluster.nodes {
             std::fs::write(cluster.config_path(n.id), cluster.config_text(n.id)).unwrap();
@@ -370,8 +381,13 @@ impl Cluster {
              [timers]\n{timers}"
         );
         for n in &self.nodes {
+            let table = if n.id <= self.voters {
+                "voters"
+            } else {
+                "observers"
+            };
             s += &format!(
-                "\n[[voters]]\nid = {}\npeer = \"127.0.0.1:{}\"\nclient = \"127.0.0.1:{}\"\n",
+                "\n[[{table}]]\nid = {}\npeer = \"127.0.0.1:{}\"\nclient = \"127.0.0.1:{}\"\n",
                 n.id, n.peer_port, n.client_port
             );
         }
@@ -595,6 +611,31 @@ impl Cluster {
             .status()
             .expect("kill runs");
         assert!(status.success(), "kill {signal} {pid}");
+    }
+
+    /// Deletes node `id`'s data directory (the node must be stopped): a replaced disk.
+    pub fn wipe(&self, id: u32) {
+        let data = self.dir.path().join(format!("data{id}"));
+        std::fs::remove_dir_all(&data).unwrap();
+    }
+
+    /// Starts node `id` if it is not running and waits until it answers PING.
+    pub fn start_one(&mut self, id: u32) {
+        let i = self
+            .nodes
+            .iter()
+            .position(|n| n.id == id)
+            .expect("known node");
+        if self.nodes[i].child.is_none() {
+            let child = self.spawn(&self.config_path(id), &self.log_path(id));
+            self.nodes[i].child = Some(child);
+        }
+        let port = self.nodes[i].client_port;
+        wait_until(&format!("node {id} to answer PING"), || {
+            Client::connect(port)
+                .and_then(|mut c| c.try_cmd(&["PING"]))
+                .is_ok_and(|v| v == Value::Simple("PONG".into()))
+        });
     }
 
     pub fn kill(&mut self, id: u32) {

@@ -1,0 +1,141 @@
+//! Membership with real processes: observers added as voters with `RAFT ADD-VOTER`, the leader
+//! removed with `RAFT REMOVE-VOTER`, and a machine whose disk was lost replaced by the
+//! documented steps (remove the old key, start it empty, add it again), while every
+//! acknowledged write stays readable on every node.
+
+use crate::harness::{wait_until, Cluster, Value};
+
+/// The `RAFT VOTERS` lines of node `id` that start with `voter:`.
+fn voters(c: &Cluster, id: u32) -> Vec<String> {
+    c.client(id)
+        .cmd(&["RAFT", "VOTERS"])
+        .text()
+        .lines()
+        .filter(|l| l.starts_with("voter:"))
+        .map(str::to_string)
+        .collect()
+}
+
+fn voter_ids(c: &Cluster, id: u32) -> Vec<u32> {
+    voters(c, id)
+        .iter()
+        .filter_map(|l| l["voter:".len()..].split(' ').next()?.parse().ok())
+        .collect()
+}
+
+/// The directory a node's voter entry names, on node `at`.
+fn directory_of(c: &Cluster, at: u32, id: u32) -> String {
+    let prefix = format!("voter:{id} directory=");
+    voters(c, at)
+        .iter()
+        .find_map(|l| {
+            l.strip_prefix(&prefix)?
+                .split(' ')
+                .next()
+                .map(str::to_string)
+        })
+        .unwrap_or_default()
+}
+
+/// Sends a RAFT change to the leader until it is accepted (`TRYAGAIN` while the observer
+/// catches up or an earlier change commits); returns the leader it was accepted on.
+fn change(c: &Cluster, args: &[&str]) -> u32 {
+    let mut accepted = 0;
+    wait_until(&format!("{args:?} to be accepted"), || {
+        let leader = c.wait_for_leader();
+        match c.client(leader).cmd(args) {
+            Value::Simple(s) if s == "OK" => {
+                accepted = leader;
+                true
+            }
+            Value::Error(e) if e.starts_with("TRYAGAIN") || e.starts_with("ERR not the leader") => {
+                false
+            }
+            other => panic!("{args:?} answered {other:?}"),
+        }
+    });
+    accepted
+}
+
+/// Every key `k0..k{n}` reads its value on node `id` (a linearizable read).
+fn all_keys_on(c: &Cluster, id: u32, n: u32) {
+    let mut client = c.client(id);
+    for i in 0..n {
+        let key = format!("k{i}");
+        assert_eq!(
+            client.cmd(&["GET", &key]),
+            Value::bulk(&format!("v{i}")),
+            "{key} on node {id}"
+        );
+    }
+}
+
+#[test]
+fn observers_become_voters_the_leader_leaves_and_a_wiped_voter_is_replaced() {
+    let mut c = Cluster::prepare_with_observers(3, 2, "");
+    c.restart_all();
+    let leader = c.wait_for_leader();
+    let mut written = 0;
+    let mut write = |c: &Cluster, n: u32| {
+        for _ in 0..n {
+            let leader = c.wait_for_leader();
+            let (k, v) = (format!("k{written}"), format!("v{written}"));
+            let mut client = c.client(leader);
+            wait_until(&format!("{k} to be written"), || {
+                client.cmd(&["SET", &k, &v]) == Value::ok()
+            });
+            written += 1;
+        }
+        written
+    };
+    write(&c, 20);
+    assert_eq!(voter_ids(&c, leader), [1, 2, 3]);
+    // Grow from three voters to five.
+    for id in [4, 5] {
+        change(&c, &["RAFT", "ADD-VOTER", &id.to_string()]);
+    }
+    for id in 1..=5 {
+        wait_until(&format!("node {id} to act on five voters"), || {
+            voter_ids(&c, id) == [1, 2, 3, 4, 5]
+        });
+    }
+    assert_ne!(
+        directory_of(&c, 1, 4),
+        "static",
+        "an added voter names its directory"
+    );
+    write(&c, 20);
+    // The leader removes itself: another node leads, nothing is lost.
+    let old = c.wait_for_leader();
+    change(&c, &["RAFT", "REMOVE-VOTER", &old.to_string()]);
+    wait_until("another leader", || c.wait_for_leader() != old);
+    let n = write(&c, 20);
+    for id in 1..=5 {
+        all_keys_on(&c, id, n);
+    }
+    // Node 5's disk is lost: kill -9, wipe, start empty. It comes back with a new directory.
+    let before = directory_of(&c, c.wait_for_leader(), 5);
+    c.kill(5);
+    c.wipe(5);
+    c.start_one(5);
+    change(&c, &["RAFT", "REMOVE-VOTER", "5"]);
+    // The documented step: RAFT VOTERS on the leader shows the replacement fetching as an
+    // observer with its new directory before it is added.
+    wait_until("node 5 to fetch with its new directory", || {
+        let leader = c.wait_for_leader();
+        let text = c.client(leader).cmd(&["RAFT", "VOTERS"]).text();
+        text.lines().any(|l| {
+            l.starts_with("observer:5 ") && !l.contains(&before) && !l.contains("directory=-")
+        })
+    });
+    change(&c, &["RAFT", "ADD-VOTER", "5"]);
+    let leader = c.wait_for_leader();
+    wait_until("node 5 to vote with its new directory", || {
+        let now = directory_of(&c, leader, 5);
+        !now.is_empty() && now != before
+    });
+    let n = write(&c, 20);
+    for id in 1..=5 {
+        all_keys_on(&c, id, n);
+    }
+}
