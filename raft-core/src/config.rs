@@ -85,6 +85,9 @@ pub struct Config {
     /// arrives as confirming its newest read barrier, echoed or not.
     #[cfg(feature = "testing")]
     pub test_count_arrivals: bool,
+    /// Test-only: one planted mistake in a protocol rule (see [`crate::planted`]).
+    #[cfg(feature = "testing")]
+    pub test_planted: Option<crate::planted::Planted>,
 }
 
 impl Config {
@@ -122,6 +125,8 @@ impl Config {
             test_unsafe_reads: false,
             #[cfg(feature = "testing")]
             test_count_arrivals: false,
+            #[cfg(feature = "testing")]
+            test_planted: None,
         }
     }
 

@@ -13,6 +13,18 @@
 //! The wire and disk formats live in [`codec`] as pure functions.
 #![warn(missing_docs)]
 
+/// Whether the planted bug `Planted::$bug` is on in `$cfg`: always false (and nothing to
+/// evaluate) without the `testing` feature.
+macro_rules! planted {
+    ($cfg:expr, $bug:ident) => {{
+        #[cfg(feature = "testing")]
+        let on = $cfg.test_planted == Some(crate::planted::Planted::$bug);
+        #[cfg(not(feature = "testing"))]
+        let on = false;
+        on
+    }};
+}
+
 pub mod codec;
 pub mod config;
 #[cfg(feature = "driver")]
@@ -22,6 +34,8 @@ pub mod dsim;
 pub mod io;
 pub mod mem;
 pub mod message;
+#[cfg(feature = "testing")]
+pub mod planted;
 pub mod protocol;
 #[cfg(feature = "testing")]
 pub mod sim;

@@ -3,7 +3,8 @@
 //! * `ci`: the canonical check list CI runs (format, tidy rules, clippy, docs, tests, a bounded
 //!   simulator sweep). `.ci/run` calls exactly this.
 //! * `sim [--seeds N] [--seed S] [--voters 3|5] [--observers K] [--first S] [--membership]`: a
-//!   simulator sweep (release build); `--membership` adds voter changes and disk losses. A failing seed prints the one command that replays it. With `--driver`,
+//!   simulator sweep (release build); `--membership` adds voter changes and disk losses;
+//!   `--planted NAME --expect-catch` plants one bug and succeeds at its first catching seed. A failing seed prints the one command that replays it. With `--driver`,
 //!   the driver simulator (`raft-dsim`: the real driver on virtual time) instead, which also
 //!   takes `--sessions C`, `--secs T` and `--lease`.
 //! * `bench [storage] [core] [snapshot] [reads] [transport] [cluster] [failover] [--quick]
@@ -121,6 +122,34 @@ fn ci() -> Result<(), String> {
             observers.into(),
             "--membership".into(),
         ])?;
+    }
+    // Planted bugs (one-line mistakes in one rule each) the random sweep must find on its own,
+    // each run up to its first catch within 1,000 seeds.
+    for (planted, voters, observers, membership) in [
+        ("hw-counts-unsynced-leader", "3", "0", false),
+        ("skip-epoch-start-check", "3", "0", false),
+        ("ack-unsynced", "3", "0", false),
+        ("concurrent-changes", "3", "2", true),
+        ("no-campaign-when-removed", "1", "4", true),
+        ("stale-progress-across-directories", "3", "2", true),
+    ] {
+        let mut args: Vec<String> = [
+            "--seeds",
+            "1000",
+            "--voters",
+            voters,
+            "--observers",
+            observers,
+            "--planted",
+            planted,
+            "--expect-catch",
+        ]
+        .map(String::from)
+        .to_vec();
+        if membership {
+            args.push("--membership".into());
+        }
+        sim(&args)?;
     }
     // The real driver under simulation: three voters, then five voters with two observers.
     sim(&["--driver".into(), "--seeds".into(), "2000".into()])?;

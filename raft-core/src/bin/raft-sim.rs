@@ -23,6 +23,8 @@ struct Args {
     unsafe_reads: bool,
     count_arrivals: bool,
     membership: bool,
+    planted: Option<raft_core::planted::Planted>,
+    expect_catch: bool,
     lease: Option<bool>,
     lease_margin_ms: Option<u64>,
     drift_ppm: Option<u32>,
@@ -40,6 +42,8 @@ fn parse() -> Result<Args, String> {
         unsafe_reads: false,
         count_arrivals: false,
         membership: false,
+        planted: None,
+        expect_catch: false,
         lease: None,
         lease_margin_ms: None,
         drift_ppm: None,
@@ -63,6 +67,18 @@ fn parse() -> Result<Args, String> {
             "--unsafe-reads" => a.unsafe_reads = true,
             "--count-arrivals" => a.count_arrivals = true,
             "--membership" => a.membership = true,
+            "--expect-catch" => a.expect_catch = true,
+            "--planted" => {
+                let name = it.next().ok_or("--planted needs a name")?;
+                let bug = raft_core::planted::Planted::from_name(&name).ok_or_else(|| {
+                    let names: Vec<&str> = raft_core::planted::Planted::ALL
+                        .iter()
+                        .map(|p| p.name())
+                        .collect();
+                    format!("unknown planted bug {name}; one of {}", names.join(", "))
+                })?;
+                a.planted = Some(bug);
+            }
             "--lease" => a.lease = Some(value("--lease")? != 0),
             "--drift-ppm" => a.drift_ppm = Some(value("--drift-ppm")? as u32),
             "--lease-margin-ms" => a.lease_margin_ms = Some(value("--lease-margin-ms")?),
@@ -96,6 +112,8 @@ fn main() {
     let inconclusive = Arc::new(AtomicU64::new(0));
     let installs = Arc::new(AtomicU64::new(0));
     let started = std::time::Instant::now();
+    let caught: Arc<Mutex<Vec<(u64, String)>>> = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let workers: Vec<_> = (0..args.threads)
         .map(|_| {
             let seeds = Arc::clone(&seeds);
@@ -111,6 +129,7 @@ fn main() {
                 args.single.is_some(),
             );
             let membership = args.membership;
+            let planted = args.planted;
             let (unsafe_reads, count_arrivals, lease, lease_margin, drift_ppm) = (
                 args.unsafe_reads,
                 args.count_arrivals,
@@ -118,7 +137,19 @@ fn main() {
                 args.lease_margin_ms,
                 args.drift_ppm,
             );
-            let next_seed = move || seeds.lock().map(|mut s| s.next()).unwrap_or(None);
+            let (caught, stop) = (Arc::clone(&caught), Arc::clone(&stop));
+            let expect_catch = args.expect_catch;
+            // With --expect-catch, no new seed starts once one failed: every lower seed has
+            // started by then, so the lowest failing seed is the first catch.
+            let next_seed = {
+                let stop = Arc::clone(&stop);
+                move || {
+                    if stop.load(Ordering::Relaxed) {
+                        return None;
+                    }
+                    seeds.lock().map(|mut s| s.next()).unwrap_or(None)
+                }
+            };
             std::thread::spawn(move || {
                 while let Some(seed) = next_seed() {
                     let mut opts = RunOptions::new(seed, voters, observers);
@@ -126,6 +157,7 @@ fn main() {
                     opts.unsafe_reads = unsafe_reads;
                     opts.count_arrivals = count_arrivals;
                     opts.membership = membership;
+                    opts.planted = planted;
                     opts.lease_reads = lease;
                     opts.lease_drift_margin = lease_margin.map(Duration::from_millis);
                     opts.drift_ppm = drift_ppm;
@@ -149,7 +181,10 @@ fn main() {
                     if !report.trace.is_empty() {
                         println!("{}", report.trace);
                     }
-                    if !report.violations.is_empty() {
+                    if !report.violations.is_empty() && expect_catch {
+                        caught.lock().expect("not poisoned").push((seed, report.violations[0].clone()));
+                        stop.store(true, Ordering::Relaxed);
+                    } else if !report.violations.is_empty() {
                         violations.fetch_add(report.violations.len() as u64, Ordering::Relaxed);
                         println!(
                             "FAIL seed {seed}: replay with `{}`",
@@ -166,6 +201,23 @@ fn main() {
     for w in workers {
         if w.join().is_err() {
             violations.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    if args.expect_catch {
+        let name = args.planted.map_or("the switch", |p| p.name());
+        let first = caught.lock().expect("not poisoned").iter().min().cloned();
+        match first {
+            Some((seed, violation)) => {
+                println!(
+                    "sim: {name} caught at seed {seed} ({:.1}s): {violation}",
+                    started.elapsed().as_secs_f64()
+                );
+                std::process::exit(0);
+            }
+            None => {
+                println!("sim: {name} NOT caught in {total} seeds");
+                std::process::exit(1);
+            }
         }
     }
     let v = violations.load(Ordering::Relaxed);

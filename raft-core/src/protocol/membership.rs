@@ -205,6 +205,9 @@ impl Replica {
         if self.is_voter() {
             return true;
         }
+        if planted!(self.cfg, NoCampaignWhenRemoved) {
+            return false;
+        }
         let Some(latest) = self.voter_history.latest_offset() else {
             return false;
         };
@@ -256,14 +259,17 @@ impl Replica {
         let RoleState::Leader(l) = &self.role else {
             return Err(MembershipError::NotLeader { epoch, leader });
         };
-        if !l.established || self.persisted_seq < self.persist_seq {
+        let established = l.established || planted!(self.cfg, ChangeBeforeCommit);
+        if !established || self.persisted_seq < self.persist_seq {
             return Err(MembershipError::NotReady);
         }
         if let Some(t) = l.transfer {
             return Err(MembershipError::Transferring { to: t.to });
         }
         if let Some(offset) = self.uncommitted_change() {
-            return Err(MembershipError::ChangeInProgress { offset });
+            if !planted!(self.cfg, ConcurrentChanges) {
+                return Err(MembershipError::ChangeInProgress { offset });
+            }
         }
         let current = self.voters();
         let next = match change {

@@ -239,7 +239,8 @@ impl Replica {
             .rev()
             .find(|(b, _)| *b <= req.read_barrier)
             .map(|(_, t)| *t);
-        let progress = leader_progress(l, &self.voter_history, from, req.replica_directory);
+        let stale = planted!(self.cfg, StaleProgressAcrossDirectories);
+        let progress = leader_progress(l, &self.voter_history, from, req.replica_directory, stale);
         // Caught up: the fetch reached the log end as it is now or as it was at the previous
         // fetch (a steady stream of writes keeps the end moving). Adding a voter requires it.
         let reached = progress.end_at_fetch.map_or(log_end, |e| e.min(log_end));
@@ -274,7 +275,8 @@ impl Replica {
             return;
         };
         let is_voter = self.voter_history.latest().is_voter(from, directory);
-        let progress = leader_progress(l, &self.voter_history, from, directory);
+        let stale = planted!(self.cfg, StaleProgressAcrossDirectories);
+        let progress = leader_progress(l, &self.voter_history, from, directory, stale);
         progress.last_fetch = Some(now);
         if is_voter {
             // KRaft: once a majority of distinct voters fetched (the leader counts itself when it
@@ -379,7 +381,12 @@ impl Replica {
     pub(super) fn leader_update_high_watermark(&mut self, now: Instant, out: &mut Outputs) {
         let me = self.cfg.id;
         let majority = self.majority();
-        let durable = self.log.durable_end;
+        let durable = if planted!(self.cfg, HwCountsUnsyncedLeader) {
+            self.log.end
+        } else {
+            self.log.durable_end
+        };
+        let epoch_start_checked = !planted!(self.cfg, SkipEpochStartCheck);
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
@@ -400,7 +407,11 @@ impl Replica {
             .filter(|&e| l.voters.iter().map(end_of).filter(|&o| o >= e).count() >= majority)
             .max()
             .unwrap_or(Offset::ZERO);
-        if candidate > l.epoch_start && (!l.established || candidate > self.high_watermark) {
+        let above_start = candidate > l.epoch_start || !epoch_start_checked;
+        if above_start
+            && candidate > Offset::ZERO
+            && (!l.established || candidate > self.high_watermark)
+        {
             assert!(
                 candidate >= self.high_watermark,
                 "the high watermark never decreases"
@@ -524,7 +535,7 @@ impl Replica {
     // ----- follower side -----
 
     pub(super) fn follower_maybe_fetch(&mut self, now: Instant, out: &mut Outputs) {
-        if !self.log.all_durable() {
+        if !self.log.all_durable() && !planted!(self.cfg, AckUnsynced) {
             // D4: the fetch offset acknowledges durability, so wait for the log to sync.
             return;
         }
@@ -723,6 +734,7 @@ fn leader_progress<'a>(
     history: &VoterHistory,
     from: ReplicaId,
     directory: Option<crate::DirectoryId>,
+    planted_keep_stale: bool,
 ) -> &'a mut Progress {
     let progress = if history.latest().is_voter(from, directory) {
         l.voters.get_mut(&from)
@@ -737,7 +749,7 @@ fn leader_progress<'a>(
         // Another directory under the same id is another replica (a wiped disk, or a static
         // voter's first fetch): nothing the old one acknowledged or caught up with is its.
         let fresh = progress.end.is_none() && progress.last_fetch.is_none();
-        if !fresh {
+        if !fresh && !planted_keep_stale {
             *progress = Progress::default();
         }
         progress.directory = directory;

@@ -263,7 +263,8 @@ impl Replica {
         }
         self.download = None;
         let installable = matches!(self.role, RoleState::Follower(_)) || !self.is_voter();
-        if !installable || id.offset <= self.high_watermark {
+        let behind = id.offset <= self.high_watermark && !planted!(self.cfg, InstallOldSnapshot);
+        if !installable || behind {
             // Became a candidate or leader meanwhile, or caught up otherwise: keep the log.
             self.snapshot = Some(self.snapshot.map_or(id, |s| s.max(id)));
             return;

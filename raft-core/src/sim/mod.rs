@@ -50,6 +50,8 @@ pub struct RunOptions {
     pub drift_ppm: Option<u32>,
     /// Draw voter changes and disk losses (KIP-853) among the faults.
     pub membership: bool,
+    /// One planted mistake in a protocol rule, to show the sweep catches it.
+    pub planted: Option<crate::planted::Planted>,
 }
 
 impl RunOptions {
@@ -68,6 +70,7 @@ impl RunOptions {
             lease_drift_margin: None,
             drift_ppm: None,
             membership: false,
+            planted: None,
         }
     }
 
@@ -79,6 +82,9 @@ impl RunOptions {
         );
         if self.membership {
             cmd.push_str(" --membership");
+        }
+        if let Some(p) = self.planted {
+            cmd.push_str(&format!(" --planted {}", p.name()));
         }
         if self.unsafe_reads {
             cmd.push_str(" --unsafe-reads");
@@ -179,6 +185,7 @@ fn run_inner(options: RunOptions) -> RunReport {
         unsafe_reads: options.unsafe_reads,
         count_arrivals: options.count_arrivals,
         membership: options.membership,
+        planted: options.planted,
         ..defaults
     });
     cluster.set_workload(true);

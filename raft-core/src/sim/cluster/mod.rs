@@ -76,6 +76,8 @@ pub struct ClusterOptions {
     pub count_arrivals: bool,
     /// The sweep draws voter changes and disk losses ([`Cluster::run_with_faults_until`]).
     pub membership: bool,
+    /// A planted mistake in a protocol rule, on every replica.
+    pub planted: Option<crate::planted::Planted>,
 }
 
 impl Default for ClusterOptions {
@@ -95,6 +97,7 @@ impl Default for ClusterOptions {
             unsafe_reads: false,
             count_arrivals: false,
             membership: false,
+            planted: None,
         }
     }
 }
@@ -266,6 +269,7 @@ impl Cluster {
             cfg.lease_drift_margin = opts.lease_drift_margin;
             cfg.test_unsafe_reads = opts.unsafe_reads;
             cfg.test_count_arrivals = opts.count_arrivals;
+            cfg.test_planted = opts.planted;
             cfg.snapshot_log_retention = opts.faults.snapshot_retention;
             // Small chunks, so that downloads span leader changes and crashes.
             cfg.snapshot_chunk_bytes = 24;

@@ -1,0 +1,71 @@
+//! Planted bugs (feature `testing`): each a one-line mistake in one safety or liveness rule,
+//! switched on by [`crate::Config::test_planted`], so that the simulators can show they catch
+//! it (`cargo xtask sim --planted NAME`). None is compiled into a build without the feature.
+
+/// One deliberate mistake in a protocol rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Planted {
+    /// The leader counts its own unsynced log end toward the high watermark (D4).
+    HwCountsUnsyncedLeader,
+    /// The leader exposes a high watermark before it committed in its epoch (KAFKA-12619).
+    SkipEpochStartCheck,
+    /// A follower fetches (acknowledging its log end) before that end is durable (D4).
+    AckUnsynced,
+    /// A follower installs a finished download although it caught up past it meanwhile
+    /// (replacing committed records it holds with an older snapshot).
+    InstallOldSnapshot,
+    /// A voter change is accepted before the leader committed in its epoch (Raft's
+    /// single-server change bug).
+    ChangeBeforeCommit,
+    /// A second voter change is accepted while one is uncommitted (KAFKA-20740).
+    ConcurrentChanges,
+    /// A replica whose removal is uncommitted never campaigns (KRaft's rule; membership.md E6).
+    NoCampaignWhenRemoved,
+    /// A replica fetching with a new directory inherits the progress of the old one.
+    StaleProgressAcrossDirectories,
+}
+
+impl Planted {
+    /// Every planted bug.
+    pub const ALL: [Planted; 8] = [
+        Planted::HwCountsUnsyncedLeader,
+        Planted::SkipEpochStartCheck,
+        Planted::AckUnsynced,
+        Planted::InstallOldSnapshot,
+        Planted::ChangeBeforeCommit,
+        Planted::ConcurrentChanges,
+        Planted::NoCampaignWhenRemoved,
+        Planted::StaleProgressAcrossDirectories,
+    ];
+
+    /// The name `--planted` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Planted::HwCountsUnsyncedLeader => "hw-counts-unsynced-leader",
+            Planted::SkipEpochStartCheck => "skip-epoch-start-check",
+            Planted::AckUnsynced => "ack-unsynced",
+            Planted::InstallOldSnapshot => "install-old-snapshot",
+            Planted::ChangeBeforeCommit => "change-before-commit",
+            Planted::ConcurrentChanges => "concurrent-changes",
+            Planted::NoCampaignWhenRemoved => "no-campaign-when-removed",
+            Planted::StaleProgressAcrossDirectories => "stale-progress-across-directories",
+        }
+    }
+
+    /// The bug with this name.
+    pub fn from_name(name: &str) -> Option<Planted> {
+        Planted::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// Whether only a sweep with voter changes can show it (`--membership`).
+    pub fn needs_membership(self) -> bool {
+        matches!(
+            self,
+            Planted::ChangeBeforeCommit
+                | Planted::ConcurrentChanges
+                | Planted::NoCampaignWhenRemoved
+                | Planted::StaleProgressAcrossDirectories
+        )
+    }
+}
