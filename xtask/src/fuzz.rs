@@ -205,17 +205,32 @@ fn run_target(target: &str, secs: u64, corpora: &[PathBuf]) -> Result<(), String
     ))
 }
 
-/// Shrinks a target's corpus to the inputs that keep its coverage.
+/// Shrinks a target's corpus to the inputs that keep its coverage. The named inputs (`seed-*`
+/// from the samples, `regress-*` that once failed) stay even where others cover them.
 fn minimise(target: &str) -> Result<(), String> {
+    let dir = corpus(target);
+    let mut kept = Vec::new();
+    for entry in std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if name.starts_with("seed-") || name.starts_with("regress-") {
+            let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            kept.push((path, bytes));
+        }
+    }
     run(
         &format!("fuzz cmin {target}"),
         nightly()
             .args(["fuzz", "cmin", target, "--target-dir"])
             .arg(fuzz_target_dir())
-            .arg(corpus(target))
+            .arg(&dir)
             .arg("--")
             .arg(format!("-max_len={MAX_LEN}")),
-    )
+    )?;
+    for (path, bytes) in kept {
+        std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// The executions, coverage and corpus size from libFuzzer's last status line.
