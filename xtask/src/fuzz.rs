@@ -1,5 +1,5 @@
 //! The fuzz targets in `fuzz/` (cargo-fuzz, libFuzzer): `cargo xtask fuzz [TARGET...]
-//! [--secs N] [--cmin]` and the smoke step of `cargo xtask ci`.
+//! [--secs N] [--cmin]` and the smoke step of `cargo xtask ci` (alone: `--smoke`).
 //!
 //! libFuzzer needs a nightly toolchain and `cargo-fuzz`; neither is installed from here (CI
 //! must not download tools), so without them a run says what is missing and the smoke step
@@ -24,14 +24,17 @@ pub const TARGETS: [&str; 8] = [
 ];
 
 /// The whole libFuzzer part of the CI smoke step, shared among the targets.
-const SMOKE_SECS_TOTAL: u64 = 120;
+const SMOKE_SECS_TOTAL: u64 = 80;
 
 /// Inputs longer than this are not generated: every decoder's interesting structure fits, and
 /// short inputs keep the executions fast.
 const MAX_LEN: u32 = 4096;
 
-/// `cargo xtask fuzz [TARGET...] [--secs N] [--cmin]`.
+/// `cargo xtask fuzz [TARGET...] [--secs N] [--cmin] | --smoke`.
 pub fn fuzz(args: &[String]) -> Result<(), String> {
+    if args.iter().any(|a| a == "--smoke") {
+        return smoke();
+    }
     let mut secs = 60u64;
     let mut cmin = false;
     let mut targets = Vec::new();
@@ -88,7 +91,7 @@ pub fn smoke() -> Result<(), String> {
                 "--test",
                 "fuzz_corpus",
             ])
-            .env("FUZZ_REPLAY_MUTANTS", "200000"),
+            .env("FUZZ_REPLAY_MUTANTS", "100000"),
     )?;
     if let Some(missing) = missing_tools() {
         println!("fuzz smoke: libFuzzer runs skipped: {missing}");

@@ -12,7 +12,8 @@
 //!   first: the cluster and failover suites run it as separate processes.
 //! * `fuzz [TARGET...] [--secs N] [--cmin]`: the libFuzzer targets in `fuzz/` (nightly and
 //!   cargo-fuzz; says which is missing), each for N seconds (default 60), growing the corpus
-//!   in `fuzz/corpus/`; `--cmin` minimises the corpus instead.
+//!   in `fuzz/corpus/`; `--cmin` minimises the corpus instead, `--smoke` runs the smoke step of
+//!   `ci` alone.
 //!
 //! Cargo is invoked through `$CARGO`, so the toolchain that runs xtask runs everything else.
 
@@ -33,7 +34,7 @@ fn main() -> ExitCode {
             eprintln!(
                 "usage: cargo xtask ci | sim [--driver] [--seeds N] [--seed S] [--voters V] \
                  [--observers K] | bench [SUITE...] [--quick] [--check] [--json FILE] | \
-                 fuzz [TARGET...] [--secs N] [--cmin]"
+                 fuzz [TARGET...] [--secs N] [--cmin] [--smoke]"
             );
             return ExitCode::from(2);
         }
