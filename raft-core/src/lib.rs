@@ -31,6 +31,9 @@ pub mod config;
 pub mod driver;
 #[cfg(feature = "dsim")]
 pub mod dsim;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod io;
 pub mod mem;
 pub mod message;

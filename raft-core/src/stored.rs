@@ -241,7 +241,14 @@ impl LogMeta {
             .all(|e| e.start >= self.start && e.start < self.end);
         let first = self.epochs.first().is_none_or(|e| e.start == self.start);
         let covered = (self.start == self.end) == self.epochs.is_empty();
-        self.start <= self.end && ascending && inside && first && covered
+        // The epochs at the two bounds agree with the history: appends compare against
+        // `end_epoch`, so one behind the history would let an append break the ordering.
+        let end_epoch = self.epochs.last().map_or(self.base_epoch, |e| e.epoch) == self.end_epoch;
+        let base_epoch = self
+            .epochs
+            .first()
+            .is_none_or(|e| self.base_epoch <= e.epoch);
+        self.start <= self.end && ascending && inside && first && covered && end_epoch && base_epoch
     }
 }
 
@@ -566,6 +573,54 @@ mod tests {
         assert_eq!(m.end_epoch, Epoch(2));
         assert!(m.epochs.is_empty());
         assert_eq!(LogMeta::decode(&m.encode()).unwrap(), m);
+    }
+
+    #[test]
+    fn meta_whose_bound_epochs_disagree_with_the_history_is_refused() {
+        // Found by the `log_meta` fuzz properties (a mutated seed in the corpus replay): an end
+        // epoch behind the last epoch start was accepted, and the next append (checked against
+        // the end epoch) then wrote a history out of order that no later open could read.
+        let good = LogMeta {
+            start: Offset(100),
+            end: Offset(120),
+            end_epoch: Epoch(7),
+            base_epoch: Epoch(6),
+            epochs: vec![
+                EpochStart {
+                    epoch: Epoch(6),
+                    start: Offset(100),
+                },
+                EpochStart {
+                    epoch: Epoch(7),
+                    start: Offset(110),
+                },
+            ],
+        };
+        assert_eq!(LogMeta::decode(&good.encode()).unwrap(), good);
+        let behind = LogMeta {
+            end_epoch: Epoch(6),
+            ..good.clone()
+        };
+        let base_after_first = LogMeta {
+            base_epoch: Epoch(8),
+            ..good.clone()
+        };
+        let empty_apart = LogMeta {
+            start: Offset(5),
+            end: Offset(5),
+            end_epoch: Epoch(3),
+            base_epoch: Epoch(2),
+            epochs: vec![],
+        };
+        for bad in [behind, base_after_first, empty_apart] {
+            assert!(
+                matches!(
+                    LogMeta::decode(&bad.encode()),
+                    Err(DecodeError::InvalidValue { .. })
+                ),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

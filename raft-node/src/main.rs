@@ -13,7 +13,6 @@ compile_error!("raft-node needs a transport: enable feature `transport-quic`");
 
 mod certs;
 mod commands;
-mod config;
 mod dev;
 mod http;
 mod identity;
@@ -22,7 +21,6 @@ mod membership;
 mod metrics;
 mod multi;
 mod node;
-mod resp;
 mod server;
 
 use std::path::PathBuf;
@@ -32,6 +30,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use raft_core::ReplicaId;
+
+// The parsers live in the library (fuzzed there); the rest of the binary names them as
+// `crate::config` and `crate::resp` through these imports.
+use raft_node::{config, resp};
 
 use crate::config::{FileConfig, Overrides};
 

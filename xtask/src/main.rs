@@ -11,6 +11,10 @@
 //!   [--json FILE]`: the performance harness (`raft-bench`, release build); figures go to stdout
 //!   and, by default, to `target/bench/results.json`. The release `raft-node` binary is built
 //!   first: the cluster and failover suites run it as separate processes.
+//! * `fuzz [TARGET...] [--secs N] [--cmin]`: the libFuzzer targets in `fuzz/` (nightly and
+//!   cargo-fuzz; says which is missing), each for N seconds (default 60), growing the corpus
+//!   in `fuzz/corpus/`; `--cmin` minimises the corpus instead, `--smoke` runs the smoke step of
+//!   `ci` alone.
 //!
 //! Cargo is invoked through `$CARGO`, so the toolchain that runs xtask runs everything else.
 
@@ -18,16 +22,20 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+mod fuzz;
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("sim") => sim(&args[1..]),
         Some("bench") => bench(&args[1..]),
+        Some("fuzz") => fuzz::fuzz(&args[1..]),
         _ => {
             eprintln!(
                 "usage: cargo xtask ci | sim [--driver] [--seeds N] [--seed S] [--voters V] \
-                 [--observers K] | bench [SUITE...] [--quick] [--check] [--json FILE]"
+                 [--observers K] | bench [SUITE...] [--quick] [--check] [--json FILE] | \
+                 fuzz [TARGET...] [--secs N] [--cmin] [--smoke]"
             );
             return ExitCode::from(2);
         }
@@ -101,6 +109,8 @@ fn ci() -> Result<(), String> {
         "test",
         cargo().args(["test", "--workspace", "--all-features", "--locked"]),
     )?;
+    // Every decoder a peer, a client or a disk reaches: corpus replay, short libFuzzer runs.
+    fuzz::smoke()?;
     sim(&["--seeds".into(), "2000".into()])?;
     sim(&[
         "--seeds".into(),
