@@ -12,10 +12,11 @@ use std::time::Instant;
 use crate::{cargo, root, run, target_dir};
 
 /// Every target in `fuzz/Cargo.toml`, in the order they are run.
-pub const TARGETS: [&str; 8] = [
+pub const TARGETS: [&str; 9] = [
     "wire_request",
     "wire_response",
     "record",
+    "voters",
     "log_meta",
     "election_state",
     "stored_batch",

@@ -92,7 +92,10 @@ pub fn decode_voters(input: &[u8]) -> Result<(VoterSet, usize), DecodeError> {
             value: 0,
         });
     }
-    let mut entries = Vec::with_capacity(count);
+    // Each entry takes at least id, flag and length bytes: a declared count the input cannot
+    // hold allocates no more than the input could.
+    const ENTRY_LEN_MIN: usize = 4 + 1 + 1;
+    let mut entries = Vec::with_capacity(count.min(r.remaining() / ENTRY_LEN_MIN));
     let mut last: Option<ReplicaId> = None;
     for _ in 0..count {
         let id = ReplicaId(r.u32()?);

@@ -20,7 +20,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 mod stored;
 mod wire;
 
-pub use stored::{check_election_state, check_log_meta, check_record, check_stored_batch};
+pub use stored::{
+    check_election_state, check_log_meta, check_record, check_stored_batch, check_voters,
+};
 pub use wire::{check_request_frame, check_response_frame, tight_limits};
 
 /// Heap bytes a decoder may allocate per input byte. The largest ratio of a decoded value to

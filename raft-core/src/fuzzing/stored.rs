@@ -289,3 +289,45 @@ fn record_count(value: &[u8]) -> u64 {
     }
     count
 }
+
+/// What decoding the largest voter set may allocate, endpoints aside: its entries (id, directory,
+/// an empty `String`) in a vector and then in a map, with the map's node overhead.
+const VOTERS_ALLOC_MAX: usize = crate::voters::VOTERS_MAX * 256;
+
+/// A voter set record's payload and a stored snapshot's header (`codec::decode_voters`,
+/// `codec::decode_snapshot_header`): bounded allocation, and what decodes re-encodes to the
+/// same bytes (the format is canonical: ascending ids, flags 0 or 1, no zero directory).
+pub fn check_voters(data: &[u8]) {
+    // A decoded set is a map of at most VOTERS_MAX entries, each several times the six bytes
+    // it can be encoded in: bounded by the set's limits, plus the endpoint text it copies.
+    let bound = VOTERS_ALLOC_MAX + data.len();
+    let (decoded, stats) = measure(|| crate::codec::decode_voters(data));
+    super::assert_alloc_at_most("voters", data.len(), bound, stats);
+    if let Ok((set, used)) = decoded {
+        let mut out = Vec::new();
+        crate::codec::encode_voters(&set, &mut out);
+        assert_eq!(
+            &out[..],
+            &data[..used],
+            "a voter set does not re-encode to its bytes"
+        );
+    }
+    let (header, stats) = measure(|| crate::codec::decode_snapshot_header(data));
+    super::assert_alloc_at_most("snapshot header", data.len(), bound, stats);
+    match header {
+        Ok((Some(set), used)) => {
+            let mut out = Vec::new();
+            crate::codec::encode_snapshot_header(&set, &mut out);
+            assert_eq!(
+                &out[..],
+                &data[..used],
+                "a snapshot header does not re-encode"
+            );
+        }
+        Ok((None, used)) => assert_eq!(used, 0, "no header consumes nothing"),
+        Err(_) => assert!(
+            data.starts_with(&crate::codec::SNAPSHOT_MAGIC),
+            "only a header that starts with the magic can be refused"
+        ),
+    }
+}

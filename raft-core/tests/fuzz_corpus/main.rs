@@ -93,14 +93,30 @@ fn stored_batch_corpus() {
 
 mod seeds;
 
-/// Rewrites the `seed-*` files of the corpus from the golden frames and sample stored values
-/// (after a format change): `cargo test -p raft-core --test fuzz_corpus -- --ignored`.
+/// The `seed-*` files of the corpus are the golden frames and sample stored values of this
+/// build: a format change that leaves them stale fails here. `FUZZ_WRITE_SEEDS=1 cargo test
+/// -p raft-core --test fuzz_corpus seed_corpus` rewrites them.
 #[test]
-#[ignore = "writes into fuzz/corpus; run by hand after a format change"]
-fn write_seed_corpus() {
+fn seed_corpus_matches_the_formats() {
+    let write = std::env::var_os("FUZZ_WRITE_SEEDS").is_some();
+    let mut stale = Vec::new();
     for (target, name, bytes) in seeds::all() {
         let dir = corpus_dir(target);
-        std::fs::create_dir_all(&dir).expect("corpus directory");
-        std::fs::write(dir.join(format!("seed-{name}")), bytes).expect("seed file");
+        let path = dir.join(format!("seed-{name}"));
+        if write {
+            std::fs::create_dir_all(&dir).expect("corpus directory");
+            std::fs::write(&path, &bytes).expect("seed file");
+        } else if std::fs::read(&path).ok().as_deref() != Some(&bytes[..]) {
+            stale.push(path.display().to_string());
+        }
     }
+    assert!(
+        stale.is_empty(),
+        "stale seeds (rewrite with FUZZ_WRITE_SEEDS=1): {stale:?}"
+    );
+}
+
+#[test]
+fn voters_corpus() {
+    replay("voters", fuzzing::check_voters);
 }

@@ -37,6 +37,15 @@ pub fn all() -> Vec<(&'static str, String, Vec<u8>)> {
             encode_election_state(&state),
         ));
     }
+    for (name, set) in sample_voter_sets() {
+        let mut voters = Vec::new();
+        raft_core::codec::encode_voters(&set, &mut voters);
+        out.push(("voters", format!("{name}-record"), voters));
+        let mut header = Vec::new();
+        raft_core::codec::encode_snapshot_header(&set, &mut header);
+        header.extend_from_slice(b"state machine bytes");
+        out.push(("voters", format!("{name}-snapshot"), header));
+    }
     let records: Vec<Record> = sample_records().into_iter().map(|(_, r)| r).collect();
     // A batch read header: base offset, start of the range past the base, its length, budget.
     let read = |base: u64, skip: u8, span: u8, budget: u16| {
@@ -173,4 +182,19 @@ fn golden_frames() -> Vec<(String, Vec<u8>)> {
     }
     assert!(frames.len() >= 17, "golden frames: {}", frames.len());
     frames
+}
+
+fn sample_voter_sets() -> Vec<(&'static str, raft_core::VoterSet)> {
+    use raft_core::{DirectoryId, ReplicaId, Voter, VoterSet};
+    let static_three = VoterSet::from_ids([ReplicaId(1), ReplicaId(2), ReplicaId(3)]);
+    let mixed = static_three
+        .with_added(
+            ReplicaId(4),
+            Voter {
+                directory: Some(DirectoryId(0x0123_4567_89ab_cdef_0011_2233_4455_6677)),
+                endpoint: "10.0.0.4:7104".into(),
+            },
+        )
+        .expect("a new id");
+    vec![("static-three", static_three), ("mixed", mixed)]
 }
