@@ -1,4 +1,6 @@
-//! `raft-node dev`: a three-voter cluster on loopback in one process, for trying the node.
+//! `raft-node dev`: a cluster on loopback in one process, for trying the node: three voters by
+//! default; with `--nodes N --voters V`, the nodes after the first V start as observers that
+//! `RAFT ADD-VOTER` can make voters while the cluster runs.
 //!
 //! Everything lives under one directory (default `./raft-dev`): `certs/` (a dev CA and node
 //! certificates, made once), `cluster-id` (made once), `nodeN.toml` (each node's config,
@@ -15,8 +17,8 @@ use crate::config::{FileConfig, StorageKind};
 use crate::identity;
 use crate::node::{self, Running};
 
-/// Replicas of the dev cluster.
-const IDS: [u32; 3] = [1, 2, 3];
+/// The most nodes a dev cluster may have (ports are `base + id`, `base + 100 + id`, ...).
+pub const NODES_MAX: u32 = 9;
 
 /// Options of `raft-node dev`.
 #[derive(Clone, Debug)]
@@ -28,6 +30,10 @@ pub struct DevOptions {
     pub base_port: u16,
     /// The storage engine for new data directories.
     pub storage: Option<String>,
+    /// Nodes in all, ids `1..=nodes`.
+    pub nodes: u32,
+    /// The first `voters` are the configured voters, the rest observers.
+    pub voters: u32,
 }
 
 /// A running dev cluster.
@@ -53,7 +59,8 @@ fn cluster_id(dir: &Path) -> Result<String, String> {
     Ok(id)
 }
 
-fn node_toml(cluster: &str, id: u32, base: u16, storage: &str) -> String {
+fn node_toml(cluster: &str, id: u32, opts: &DevOptions, storage: &str) -> String {
+    let base = opts.base_port;
     let mut s = format!(
         "# Written by `raft-node dev` at every start. Relative paths are relative to this\n\
          # file's directory; `raft-node run --config FILE` runs this node on its own.\n\
@@ -63,9 +70,14 @@ fn node_toml(cluster: &str, id: u32, base: u16, storage: &str) -> String {
          [timers]\nelection_timeout_ms = 500\nfetch_timeout_ms = 1000\nfetch_max_wait_ms = 250\n",
         metrics = u32::from(base) + 200 + id
     );
-    for v in IDS {
+    for v in 1..=opts.nodes {
+        let table = if v <= opts.voters {
+            "voters"
+        } else {
+            "observers"
+        };
         s += &format!(
-            "\n[[voters]]\nid = {v}\npeer = \"127.0.0.1:{}\"\nclient = \"127.0.0.1:{}\"\n",
+            "\n[[{table}]]\nid = {v}\npeer = \"127.0.0.1:{}\"\nclient = \"127.0.0.1:{}\"\n",
             u32::from(base) + 100 + v,
             u32::from(base) + v
         );
@@ -73,9 +85,18 @@ fn node_toml(cluster: &str, id: u32, base: u16, storage: &str) -> String {
     s
 }
 
-/// Prepares the directory and starts the three nodes.
+/// Prepares the directory and starts the nodes.
 pub async fn start(opts: &DevOptions) -> Result<Dev, String> {
-    if u32::from(opts.base_port) + 200 + 3 > u32::from(u16::MAX) {
+    if opts.nodes == 0 || opts.nodes > NODES_MAX {
+        return Err(format!("--nodes must be between 1 and {NODES_MAX}"));
+    }
+    if opts.voters == 0 || opts.voters > opts.nodes {
+        return Err(format!(
+            "--voters must be between 1 and --nodes ({})",
+            opts.nodes
+        ));
+    }
+    if u32::from(opts.base_port) + 200 + opts.nodes > u32::from(u16::MAX) {
         return Err(format!(
             "--base-port {} leaves no room for the peer and metrics ports",
             opts.base_port
@@ -84,17 +105,17 @@ pub async fn start(opts: &DevOptions) -> Result<Dev, String> {
     let dir = &opts.dir;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let cluster = cluster_id(dir)?;
-    let ids: Vec<ReplicaId> = IDS.iter().map(|i| ReplicaId(*i)).collect();
+    let ids: Vec<ReplicaId> = (1..=opts.nodes).map(ReplicaId).collect();
     certs::ensure(&dir.join("certs"), &ids)?;
     let mut nodes = Vec::new();
-    for id in IDS {
+    for id in 1..=opts.nodes {
         let storage = opts
             .storage
             .clone()
             .or_else(|| identity::recorded_storage(&dir.join(format!("node{id}"))))
             .unwrap_or_else(|| StorageKind::default_compiled().name().to_string());
         let path = dir.join(format!("node{id}.toml"));
-        std::fs::write(&path, node_toml(&cluster, id, opts.base_port, &storage))
+        std::fs::write(&path, node_toml(&cluster, id, opts, &storage))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         let cfg = FileConfig::load(&path)
             .and_then(FileConfig::check)

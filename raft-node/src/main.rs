@@ -58,7 +58,7 @@ enum Cmd {
         #[command(flatten)]
         overrides: Box<Overrides>,
     },
-    /// Runs a local three-voter cluster on loopback until Ctrl-C.
+    /// Runs a local cluster on loopback until Ctrl-C (three voters by default).
     Dev {
         /// Where certificates, configs and data live (kept between runs).
         #[arg(long, default_value = "./raft-dev")]
@@ -70,6 +70,13 @@ enum Cmd {
         /// Storage engine for new data directories: redb or fjall.
         #[arg(long)]
         storage: Option<String>,
+        /// Nodes in all (1 to 9).
+        #[arg(long, default_value_t = 3)]
+        nodes: u32,
+        /// How many of them start as voters (default: all); the others are observers that
+        /// `RAFT ADD-VOTER <id>` on the leader makes voters.
+        #[arg(long)]
+        voters: Option<u32>,
     },
     /// Generates a development CA and node certificates.
     Certs {
@@ -136,9 +143,16 @@ async fn run(config: Option<PathBuf>, overrides: Overrides) -> anyhow::Result<()
 async fn dev(opts: dev::DevOptions) -> anyhow::Result<()> {
     init_logging("warn");
     let shown = opts.dir.display().to_string();
-    println!("raft-node dev: three voters on loopback; certificates, configs and data in {shown}");
+    let observers = opts.nodes - opts.voters.min(opts.nodes);
+    let shape = match observers {
+        0 => format!("{} voters", opts.voters),
+        1 => format!("{} voters and 1 observer", opts.voters),
+        n => format!("{} voters and {n} observers", opts.voters),
+    };
+    println!("raft-node dev: {shape} on loopback; certificates, configs and data in {shown}");
     println!("  (the data is kept between runs; delete {shown} to start afresh)");
     let cluster = dev::start(&opts).await.map_err(anyhow::Error::msg)?;
+    let (opts_voters, opts_nodes) = (opts.voters, opts.nodes);
     for n in &cluster.nodes {
         let metrics = n
             .metrics_addr
@@ -156,6 +170,11 @@ async fn dev(opts: dev::DevOptions) -> anyhow::Result<()> {
             println!("leader: node {} at 127.0.0.1:{port}", leader.0);
             println!("try:    redis-cli -p {port} set greeting hello");
             println!("        redis-cli -p {port} get greeting");
+            for id in opts_voters + 1..=opts_nodes {
+                println!(
+                    "        redis-cli -p {port} RAFT ADD-VOTER {id}   # node {id} is an observer"
+                );
+            }
         }
         None => println!("no leader elected yet; see RAFT STATUS on any node"),
     }
@@ -205,11 +224,15 @@ fn main() -> ExitCode {
                             dir,
                             base_port,
                             storage,
+                            nodes,
+                            voters,
                         } => {
                             dev(dev::DevOptions {
                                 dir,
                                 base_port,
                                 storage,
+                                nodes,
+                                voters: voters.unwrap_or(nodes),
                             })
                             .await
                         }

@@ -651,6 +651,11 @@ impl Cluster {
 /// A base port for `raft-node dev` whose nine ports (`base+1..=3` and `base+201..=203` TCP,
 /// `base+101..=103` UDP) are free right now.
 pub fn free_base_port() -> u16 {
+    free_base_port_for(3)
+}
+
+/// As [`free_base_port`], for a dev cluster of `nodes` nodes.
+pub fn free_base_port_for(nodes: u16) -> u16 {
     let seed = std::process::id() as u64 * 7919
         + std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -660,11 +665,11 @@ pub fn free_base_port() -> u16 {
         // Below Linux's ephemeral range (32768..), so that no node of another test gets one of
         // these ports between this check and the dev cluster's bind.
         let base = 10_000 + ((seed + i * 613) % 22_000) as u16;
-        let tcp: Vec<_> = [1, 2, 3, 201, 202, 203]
-            .iter()
+        let tcp: Vec<_> = (1..=nodes)
+            .chain((1..=nodes).map(|k| 200 + k))
             .map(|k| TcpListener::bind(("127.0.0.1", base + k)))
             .collect();
-        let udp: Vec<_> = (1..=3)
+        let udp: Vec<_> = (1..=nodes)
             .map(|k| UdpSocket::bind(("127.0.0.1", base + 100 + k)))
             .collect();
         if tcp.iter().all(Result::is_ok) && udp.iter().all(Result::is_ok) {
@@ -685,10 +690,16 @@ pub struct Dev {
 impl Dev {
     /// Starts `raft-node dev` and waits until it has printed its whole banner.
     pub fn start(dir: &Path, base: u16) -> Dev {
+        Dev::start_with(dir, base, &[])
+    }
+
+    /// As [`Dev::start`], with more `raft-node dev` arguments.
+    pub fn start_with(dir: &Path, base: u16, args: &[&str]) -> Dev {
         let mut child = Command::new(BIN)
             .args(["dev", "--dir"])
             .arg(dir)
             .args(["--base-port", &base.to_string()])
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

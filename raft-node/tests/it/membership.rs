@@ -139,3 +139,38 @@ fn observers_become_voters_the_leader_leaves_and_a_wiped_voter_is_replaced() {
         all_keys_on(&c, id, n);
     }
 }
+
+/// Goal: a fourth node joins a running `raft-node dev` cluster: started with `--nodes 4
+/// --voters 3`, node 4 is an observer until `RAFT ADD-VOTER 4` on the leader, and then every
+/// node acts on four voters.
+#[test]
+fn a_dev_cluster_adds_a_fourth_node_while_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = crate::harness::free_base_port_for(4);
+    let mut dev =
+        crate::harness::Dev::start_with(dir.path(), base, &["--nodes", "4", "--voters", "3"]);
+    let banner = dev.output();
+    assert!(banner.contains("3 voters and 1 observer"), "{banner}");
+    assert!(banner.contains("RAFT ADD-VOTER 4"), "{banner}");
+    let leader = dev.leader_port;
+    wait_until("node 4 to be added", || {
+        let mut c = crate::harness::Client::connect(leader).unwrap();
+        match c.cmd(&["RAFT", "ADD-VOTER", "4"]) {
+            Value::Simple(s) => s == "OK",
+            Value::Error(e) if e.starts_with("TRYAGAIN") => false,
+            other => panic!("RAFT ADD-VOTER 4 answered {other:?}"),
+        }
+    });
+    for id in 1..=4u16 {
+        wait_until(&format!("node {id} to act on four voters"), || {
+            let mut c = crate::harness::Client::connect(base + id).unwrap();
+            let text = c.cmd(&["RAFT", "VOTERS"]).text();
+            text.lines().filter(|l| l.starts_with("voter:")).count() == 4
+        });
+    }
+    assert!(
+        dev.terminate(),
+        "dev did not exit cleanly:\n{}",
+        dev.output()
+    );
+}
