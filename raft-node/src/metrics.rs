@@ -73,6 +73,8 @@ pub struct NodeMetrics {
     applied_offset: Gauge,
     log_end_offset: Gauge,
     log_start_offset: Gauge,
+    voters: Gauge,
+    is_voter: Gauge,
     /// Client writes proposed and not answered yet.
     pub proposals_in_flight: Gauge,
     /// Client reads waiting for their barrier or being served.
@@ -108,6 +110,8 @@ impl NodeMetrics {
             applied_offset: Gauge::default(),
             log_end_offset: Gauge::default(),
             log_start_offset: Gauge::default(),
+            voters: Gauge::default(),
+            is_voter: Gauge::default(),
             proposals_in_flight: Gauge::default(),
             reads_in_flight: Gauge::default(),
             commit_latency: latency_histogram(),
@@ -156,6 +160,16 @@ impl NodeMetrics {
             "log_start_offset",
             "The log's start offset (records below are in a snapshot)",
             m.log_start_offset.clone(),
+        );
+        r.register(
+            "voters",
+            "Voters in the voter set this replica acts on (KIP-853)",
+            m.voters.clone(),
+        );
+        r.register(
+            "is_voter",
+            "1 when this replica, with its directory id, is a voter of that set",
+            m.is_voter.clone(),
         );
         r.register(
             "proposals_in_flight",
@@ -239,6 +253,9 @@ impl NodeMetrics {
         self.epoch.set(i64::from(st.epoch.0));
         self.leader.set(st.leader.map_or(0, |l| i64::from(l.0)));
         self.high_watermark.set(int(st.high_watermark.0));
+        self.voters.set(st.voter_set.len() as i64);
+        self.is_voter
+            .set(i64::from(st.voter_set.is_voter(st.id, st.directory)));
         self.applied_offset.set(int(applied.0));
         self.log_end_offset.set(int(st.log_end.offset.0));
         self.log_start_offset.set(int(st.log_start.0));

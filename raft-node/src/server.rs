@@ -766,7 +766,8 @@ impl Server {
         format!(
             "replica_id:{}\r\ncluster_id:{}\r\nrole:{}\r\nepoch:{}\r\nleader:{}\r\n\
              high_watermark:{}\r\napplied_offset:{}\r\nlog_end_offset:{}\r\nlog_end_epoch:{}\r\n\
-             durable_end_offset:{}\r\nlog_start_offset:{}\r\nsnapshot_offset:{}\r\n",
+             durable_end_offset:{}\r\nlog_start_offset:{}\r\nsnapshot_offset:{}\r\n\
+             directory_id:{}\r\nvoter:{}\r\n",
             st.id.0,
             self.cfg.cluster_id,
             st.role,
@@ -780,6 +781,8 @@ impl Server {
             st.log_start.0,
             st.snapshot
                 .map_or("none".into(), |id| id.offset.0.to_string()),
+            st.directory.map_or("none".into(), |d| d.to_string()),
+            u8::from(st.voter_set.is_voter(st.id, st.directory)),
         )
     }
 

@@ -56,6 +56,8 @@ pub struct Status {
     pub applied: Offset,
     /// Per-voter progress (leader only).
     pub voters: Vec<ReplicaProgress>,
+    /// This replica's directory id.
+    pub directory: Option<crate::DirectoryId>,
     /// The voter set in force on this replica (KIP-853), with directory ids and endpoints.
     pub voter_set: crate::voters::VoterSet,
     /// Per-observer progress, with the directory each fetches with (leader only): who could
@@ -168,6 +170,7 @@ impl Replica {
             durable_end: self.log.durable_end,
             applied: self.applied,
             voters,
+            directory: self.cfg.directory,
             voter_set: self.voters().clone(),
             observers: self.observer_progress(now),
             since_leader_contact: match &self.role {

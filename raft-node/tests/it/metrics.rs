@@ -32,6 +32,8 @@ fn the_metrics_endpoint_reports_the_replica_and_follows_writes() {
     assert_eq!(sample(&text, "raft_role{role=\"follower\"}"), Some(0.0));
     assert_eq!(sample(&text, "raft_leader_id"), Some(f64::from(leader)));
     assert!(sample(&text, "raft_epoch").is_some_and(|e| e >= 1.0));
+    assert_eq!(sample(&text, "raft_voters"), Some(3.0), "{text}");
+    assert_eq!(sample(&text, "raft_is_voter"), Some(1.0), "{text}");
     assert!(
         text.contains("# TYPE raft_proposals_total counter"),
         "{text}"
