@@ -269,6 +269,12 @@ pub fn encode_election_state(state: &ElectionState) -> Vec<u8> {
             }
         }
     }
+    // Appended after the two ids, so that a state saved before directory ids (nothing after
+    // them) still decodes: the voted candidate's directory, when there is one.
+    if let Some(d) = state.voted_directory {
+        body.put_u8(1);
+        body.put_u128_le(d.0);
+    }
     seal(body)
 }
 
@@ -291,10 +297,38 @@ pub fn decode_election_state(bytes: &[u8]) -> Result<ElectionState, DecodeError>
             }
         };
     }
+    let voted_directory = if r.remaining() == 0 {
+        None
+    } else {
+        match r.u8()? {
+            1 => match u128::from_le_bytes(r.take()?) {
+                0 => {
+                    return Err(DecodeError::InvalidValue {
+                        what: "voted directory",
+                        value: 0,
+                    })
+                }
+                d => Some(crate::DirectoryId(d)),
+            },
+            other => {
+                return Err(DecodeError::InvalidValue {
+                    what: "voted directory tag",
+                    value: other as u64,
+                })
+            }
+        }
+    };
+    if voted_directory.is_some() && ids[0].is_none() {
+        return Err(DecodeError::InvalidValue {
+            what: "voted directory without a vote",
+            value: 1,
+        });
+    }
     r.finish()?;
     Ok(ElectionState {
         epoch,
         voted_for: ids[0],
+        voted_directory,
         leader: ids[1],
     })
 }
@@ -628,6 +662,7 @@ mod tests {
         let s = ElectionState {
             epoch: Epoch(9),
             voted_for: Some(ReplicaId(2)),
+            voted_directory: None,
             leader: None,
         };
         assert_eq!(
@@ -637,6 +672,17 @@ mod tests {
         let mut bad = encode_election_state(&s);
         bad[6] ^= 1;
         assert!(decode_election_state(&bad).is_err());
+        let keyed = ElectionState {
+            voted_directory: Some(crate::DirectoryId(0xABCD)),
+            ..s
+        };
+        let bytes = encode_election_state(&keyed);
+        assert_eq!(decode_election_state(&bytes).unwrap(), keyed);
+        assert_eq!(
+            bytes.len(),
+            encode_election_state(&s).len() + 17,
+            "a state without a voted directory keeps the old layout"
+        );
     }
 
     #[test]

@@ -240,6 +240,10 @@ pub struct ElectionState {
     pub epoch: Epoch,
     /// Whom it voted for in `epoch` (a standard vote; pre-votes are never stored).
     pub voted_for: Option<ReplicaId>,
+    /// The directory of the candidate it voted for, when the candidate named one: a replica
+    /// with the same id and another directory is another replica, and gets no vote in this
+    /// epoch (KAFKA-16526).
+    pub voted_directory: Option<DirectoryId>,
     /// The leader of `epoch`, if known.
     pub leader: Option<ReplicaId>,
 }

@@ -93,12 +93,19 @@ impl Replica {
             self.role,
             RoleState::Unattached { .. } | RoleState::Prospective { .. }
         );
-        let vote_ok = self.election.voted_for.is_none_or(|v| v == req.candidate);
+        // The vote binds the candidate's key: the same id with another directory is another
+        // replica (a wiped disk), not the one this replica voted for.
+        let vote_ok = match (self.election.voted_for, self.election.voted_directory) {
+            (None, _) => true,
+            (Some(v), None) => v == req.candidate,
+            (Some(v), Some(d)) => v == req.candidate && req.candidate_directory == Some(d),
+        };
         let granted = role_ok && vote_ok && self.election.leader.is_none() && log_ok;
         if granted && self.election.voted_for.is_none() {
             // The response is held until this vote is durable (KRaft: never grant before fsync).
             let state = ElectionState {
                 voted_for: Some(req.candidate),
+                voted_directory: req.candidate_directory,
                 ..self.election
             };
             self.set_election(state, out);
@@ -163,6 +170,7 @@ impl Replica {
             ElectionState {
                 epoch,
                 voted_for: Some(me),
+                voted_directory: self.cfg.directory,
                 leader: None,
             },
             out,
@@ -280,6 +288,7 @@ impl Replica {
             ElectionState {
                 epoch,
                 voted_for: Some(me),
+                voted_directory: self.cfg.directory,
                 leader: Some(me),
             },
             out,

@@ -419,6 +419,7 @@ impl Replica {
             election = ElectionState {
                 epoch: log.last_epoch(),
                 voted_for: None,
+                voted_directory: None,
                 leader: None,
             };
         }

@@ -184,6 +184,7 @@ impl Replica {
             ElectionState {
                 epoch,
                 voted_for: None,
+                voted_directory: None,
                 leader: None,
             }
         };
@@ -206,16 +207,17 @@ impl Replica {
         out: &mut Outputs,
     ) {
         assert!(leader != self.cfg.id, "a replica never follows itself");
-        let voted_for = if epoch == self.election.epoch {
-            self.election.voted_for
+        let (voted_for, voted_directory) = if epoch == self.election.epoch {
+            (self.election.voted_for, self.election.voted_directory)
         } else {
-            None
+            (None, None)
         };
         self.leave_role(now, out);
         self.set_election(
             ElectionState {
                 epoch,
                 voted_for,
+                voted_directory,
                 leader: Some(leader),
             },
             out,

@@ -102,6 +102,7 @@ where
                 let saved = ElectionState {
                     epoch: Epoch(epoch),
                     voted_for,
+                    voted_directory: None,
                     leader: None,
                 };
                 store.save(&saved).await.expect("child save");
@@ -313,6 +314,7 @@ async fn check_election<S: ElectionStore>(
     let of = |n: u64| ElectionState {
         epoch: Epoch(epoch),
         voted_for: Some(ReplicaId(n as u32)),
+        voted_directory: None,
         leader: None,
     };
     let acked = saved.map(of).or(before);

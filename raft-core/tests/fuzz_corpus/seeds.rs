@@ -136,6 +136,7 @@ fn sample_election_states() -> Vec<(&'static str, ElectionState)> {
             ElectionState {
                 epoch: Epoch(0),
                 voted_for: None,
+                voted_directory: None,
                 leader: None,
             },
         ),
@@ -144,6 +145,7 @@ fn sample_election_states() -> Vec<(&'static str, ElectionState)> {
             ElectionState {
                 epoch: Epoch(7),
                 voted_for: Some(ReplicaId(2)),
+                voted_directory: Some(raft_core::DirectoryId(0x5EED)),
                 leader: None,
             },
         ),
@@ -152,6 +154,7 @@ fn sample_election_states() -> Vec<(&'static str, ElectionState)> {
             ElectionState {
                 epoch: Epoch(8),
                 voted_for: Some(ReplicaId(1)),
+                voted_directory: None,
                 leader: Some(ReplicaId(1)),
             },
         ),

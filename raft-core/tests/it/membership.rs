@@ -254,3 +254,91 @@ fn two_voters_recover_when_the_leader_removes_itself_and_fails_before_the_other_
     commit(&mut c, other, b"after");
     assert_no_violations(&c);
 }
+
+#[test]
+fn a_vote_binds_the_candidates_directory() {
+    // Goal: KAFKA-16526. A replica that voted for (r2, directory A) in an epoch gives no vote in
+    // that epoch to (r2, directory B), which is another replica (r2's disk was replaced), and
+    // the binding survives in the durable election state. Method: drive one replica's core by
+    // hand: a vote request from A, its persist, then the same request from B.
+    use raft_core::io::LogState;
+    use raft_core::message::{Request, RequestId, Response, VoteRequest};
+    use raft_core::protocol::{Input, Outgoing, Outputs, Replica, VoterHistory};
+    use raft_core::{Config, DirectoryId, Epoch, Instant, OffsetAndEpoch};
+
+    let mut cfg = Config::new(ReplicaId(3), [ReplicaId(1), ReplicaId(2), ReplicaId(3)]);
+    cfg.directory = Some(DirectoryId(33));
+    let cfg = cfg.validate().unwrap();
+    let voters = VoterHistory::new(cfg.bootstrap_voters());
+    let mut r = Replica::new(cfg, None, &LogState::default(), None, voters, 7, Instant(0));
+    let mut out = Outputs::default();
+    let ask = |directory: u128| {
+        Request::Vote(VoteRequest {
+            epoch: Epoch(1),
+            candidate: ReplicaId(2),
+            voter: ReplicaId(3),
+            voter_directory: None,
+            candidate_directory: Some(DirectoryId(directory)),
+            last: OffsetAndEpoch::default(),
+            pre_vote: false,
+            leader_invited: false,
+        })
+    };
+    let granted = |out: &Outputs| {
+        out.messages.iter().find_map(|m| match m {
+            Outgoing::Response {
+                response: Response::Vote(v),
+                ..
+            } => Some(v.granted),
+            _ => None,
+        })
+    };
+    r.step(
+        Instant(1),
+        Input::Request {
+            from: ReplicaId(2),
+            id: RequestId(1),
+            request: ask(0xA),
+        },
+        &mut out,
+    );
+    let (seq, state) = out.persist.take().expect("the vote is persisted first");
+    assert_eq!(state.voted_directory, Some(DirectoryId(0xA)));
+    out.clear();
+    r.step(Instant(2), Input::ElectionPersisted(seq), &mut out);
+    assert_eq!(
+        granted(&out),
+        Some(true),
+        "the first candidate gets the vote"
+    );
+    out.clear();
+    r.step(
+        Instant(3),
+        Input::Request {
+            from: ReplicaId(2),
+            id: RequestId(2),
+            request: ask(0xB),
+        },
+        &mut out,
+    );
+    assert_eq!(
+        granted(&out),
+        Some(false),
+        "the same id with another directory is another replica"
+    );
+    out.clear();
+    r.step(
+        Instant(4),
+        Input::Request {
+            from: ReplicaId(2),
+            id: RequestId(3),
+            request: ask(0xA),
+        },
+        &mut out,
+    );
+    assert_eq!(
+        granted(&out),
+        Some(true),
+        "the voted candidate may ask again"
+    );
+}

@@ -237,6 +237,7 @@ pub(super) async fn state_persists_across_reopen<X: StorageFixture>(mut fx: X) -
     let saved = ElectionState {
         epoch: Epoch(3),
         voted_for: Some(ReplicaId(2)),
+        voted_directory: None,
         leader: None,
     };
     election.save(&saved).await.expect("save");
@@ -325,21 +326,25 @@ pub(super) async fn election_state_round_trips<X: StorageFixture>(mut fx: X) -> 
         ElectionState {
             epoch: Epoch(1),
             voted_for: Some(ReplicaId(1)),
+            voted_directory: None,
             leader: None,
         },
         ElectionState {
             epoch: Epoch(1),
             voted_for: Some(ReplicaId(1)),
+            voted_directory: None,
             leader: Some(ReplicaId(1)),
         },
         ElectionState {
             epoch: Epoch(7),
             voted_for: None,
+            voted_directory: None,
             leader: Some(ReplicaId(u32::MAX)),
         },
         ElectionState {
             epoch: Epoch(u32::MAX),
             voted_for: None,
+            voted_directory: None,
             leader: None,
         },
     ];
