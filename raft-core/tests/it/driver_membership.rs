@@ -159,3 +159,114 @@ async fn a_standalone_node_grows_to_three_voters_and_its_leader_leaves() {
         n.node.shutdown().await;
     }
 }
+
+/// Cuts node `id` off from nodes 1 to 3 both ways, so that what it shows is its own state.
+fn isolate(net: &MemNetwork, id: u32) {
+    for other in (1..=3).filter(|o| *o != id) {
+        net.cut_both(ReplicaId(id), ReplicaId(other));
+    }
+}
+
+/// Starts node `id` on kept stores (log, election state, snapshots) with a fresh state machine.
+async fn start_kept(
+    net: &MemNetwork,
+    id: u32,
+    stores: &(
+        std::sync::Arc<raft_core::mem::MemLog>,
+        std::sync::Arc<raft_core::mem::MemElectionStore>,
+        std::sync::Arc<raft_core::mem::MemSnapshots>,
+    ),
+) -> TestNode {
+    let sm = std::sync::Arc::new(crate::driver::Recorder::default());
+    let parts = raft_core::driver::Parts {
+        log: stores.0.clone(),
+        election: stores.1.clone(),
+        transport: std::sync::Arc::new(net.endpoint(ReplicaId(id))),
+        state_machine: sm.clone(),
+        snapshots: stores.2.clone(),
+    };
+    let options = raft_core::driver::DriverOptions {
+        seed: u64::from(id) * 104_729,
+        ..raft_core::driver::DriverOptions::default()
+    };
+    let node = Node::start(config(id).validate().unwrap(), parts, options)
+        .await
+        .unwrap();
+    TestNode { node, sm }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_node_recovers_its_voter_set_from_its_log_and_snapshot() {
+    // Goal: a node restarted on its own storage acts at once on the voter set it had (not on
+    // the bootstrap set of its configuration), both when the voter set records are still in
+    // its log and when only its snapshot's header carries the set. Method: grow a standalone
+    // node to three voters, restart node 3 and read its status before it can fetch anything;
+    // then write until every log start is past the voter records, restart node 2 likewise.
+    let net = MemNetwork::new();
+    let stores: Vec<_> = (1..=3)
+        .map(|_| {
+            (
+                std::sync::Arc::new(raft_core::mem::MemLog::new()),
+                std::sync::Arc::new(raft_core::mem::MemElectionStore::new()),
+                std::sync::Arc::new(raft_core::mem::MemSnapshots::new()),
+            )
+        })
+        .collect();
+    let mut nodes = Vec::new();
+    for id in 1..=3u32 {
+        nodes.push(start_kept(&net, id, &stores[id as usize - 1]).await);
+    }
+    assert_eq!(wait_for_leader(&nodes, None).await, 0);
+    for id in [2, 3] {
+        add(&nodes[0].node, id).await;
+    }
+    let three = [(1, Some(dir(1))), (2, Some(dir(2))), (3, Some(dir(3)))];
+    for n in &nodes {
+        wait_for_set(n, &three).await;
+    }
+    // Restart node 3: its log still holds the voter set records.
+    nodes[2].node.abort().await;
+    isolate(&net, 3);
+    nodes[2] = start_kept(&net, 3, &stores[2]).await;
+    let st = nodes[2].node.status().await.expect("running");
+    assert_eq!(ids(&st), three, "the set recovered from the log");
+    net.heal_all();
+    // Write until the voter records are below every log start, then restart node 2.
+    let leader = wait_for_leader(&nodes, None).await;
+    for i in 0..200u32 {
+        nodes[leader]
+            .node
+            .write(Bytes::from(format!("w{i}")))
+            .await
+            .expect("the write commits");
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let st = nodes[1].node.status().await.expect("running");
+        if st.log_start.0 > 100 && st.applied.0 >= 200 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "node 2 did not compact past the voter records: {st:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    nodes[1].node.abort().await;
+    isolate(&net, 2);
+    nodes[1] = start_kept(&net, 2, &stores[1]).await;
+    let st = nodes[1].node.status().await.expect("running");
+    assert!(
+        st.log_start.0 > 100,
+        "the voter records are gone from the log"
+    );
+    assert_eq!(
+        ids(&st),
+        three,
+        "the set recovered from the snapshot header"
+    );
+    net.heal_all();
+    for n in &nodes {
+        n.node.shutdown().await;
+    }
+}
