@@ -16,6 +16,7 @@ mod commands;
 mod dev;
 mod http;
 mod identity;
+mod introspection;
 mod kv;
 mod membership;
 mod metrics;

@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use raft_core::driver::{Node, WriteError, WriteSession};
-use raft_core::protocol::{ProposeError, Status, TransferError};
+use raft_core::protocol::{ProposeError, TransferError};
 use raft_core::{ReplicaId, Role};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -128,16 +128,16 @@ impl WriteFailure {
 
 /// Everything a connection needs, shared by all of them.
 pub struct Server {
-    node: Node,
-    kv: Arc<Kv>,
-    cfg: Arc<NodeConfig>,
-    started: std::time::Instant,
-    client_addr: SocketAddr,
-    connections: Arc<Semaphore>,
-    next_conn: AtomicU64,
+    pub(crate) node: Node,
+    pub(crate) kv: Arc<Kv>,
+    pub(crate) cfg: Arc<NodeConfig>,
+    pub(crate) started: std::time::Instant,
+    pub(crate) client_addr: SocketAddr,
+    pub(crate) connections: Arc<Semaphore>,
+    pub(crate) next_conn: AtomicU64,
     /// Requests served since start (`INFO stats` `total_commands_processed`).
-    commands_processed: AtomicU64,
-    metrics: Arc<NodeMetrics>,
+    pub(crate) commands_processed: AtomicU64,
+    pub(crate) metrics: Arc<NodeMetrics>,
 }
 
 /// Counts one in-flight operation on a gauge for as long as it lives (also when the future
@@ -468,7 +468,7 @@ impl Server {
             .collect()
     }
 
-    fn leader_text(&self, leader: ReplicaId) -> String {
+    pub(crate) fn leader_text(&self, leader: ReplicaId) -> String {
         match self.cfg.client_addr_of(leader) {
             Some(addr) => format!("leader is r{} at {addr}", leader.0),
             None => format!("leader is r{}", leader.0),
@@ -606,232 +606,4 @@ impl Server {
             AdminOp::RaftTransfer(_) => unreachable!("answered above"),
         }
     }
-
-    fn info(&self, conn: &Conn, st: &Status, sections: &[String]) -> String {
-        let all = sections.is_empty()
-            || sections
-                .iter()
-                .any(|s| matches!(s.as_str(), "all" | "everything" | "default"));
-        let want = |name: &str| all || sections.iter().any(|s| s == name);
-        let mut s = String::new();
-        if want("server") {
-            s += &format!(
-                "# Server\r\nredis_version:7.0.0\r\nraft_node_version:{}\r\nredis_mode:standalone\r\n\
-                 process_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\ncluster_id:{}\r\n\
-                 replica_id:{}\r\nstorage:{}\r\n\r\n",
-                env!("CARGO_PKG_VERSION"),
-                std::process::id(),
-                self.client_addr.port(),
-                self.started.elapsed().as_secs(),
-                self.cfg.cluster_id,
-                self.cfg.id.0,
-                self.cfg.storage.name(),
-            );
-        }
-        if want("clients") {
-            s += &format!(
-                "# Clients\r\nconnected_clients:{}\r\nblocked_clients:0\r\nclient_id:{}\r\n\
-                 read_mode:{}\r\n\r\n",
-                self.cfg.client.connections_max - self.connections.available_permits(),
-                conn.id,
-                conn.read_mode.name()
-            );
-        }
-        if want("memory") {
-            // The process's resident memory: the map lives in it, and an allocator's own
-            // figure is not at hand.
-            let rss = resident_bytes();
-            s += &format!(
-                "# Memory\r\nused_memory:{rss}\r\nused_memory_human:{:.2}M\r\n\
-                 used_memory_rss:{rss}\r\nmaxmemory:0\r\n\r\n",
-                rss as f64 / (1 << 20) as f64
-            );
-        }
-        if want("persistence") {
-            s += "# Persistence\r\nloading:0\r\naof_enabled:0\r\nrdb_bgsave_in_progress:0\r\n\r\n";
-        }
-        if want("stats") {
-            s += &format!(
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\r\n",
-                self.next_conn.load(Ordering::Relaxed) - 1,
-                self.commands_processed.load(Ordering::Relaxed),
-            );
-        }
-        if want("replication") {
-            s += &self.replication_section(conn, st);
-        }
-        if want("keyspace") {
-            s += &format!("# Keyspace\r\ndb0:keys={}\r\n", self.kv.dbsize(now_ms()));
-        }
-        s
-    }
-
-    /// A replica's client address as Redis tools want it: host and port apart.
-    fn host_port(&self, id: ReplicaId) -> (String, u16) {
-        let addr = self.cfg.client_addr_of(id).unwrap_or_default();
-        match addr.rsplit_once(':') {
-            Some((host, port)) => (host.to_string(), port.parse().unwrap_or(0)),
-            None => (addr, 0),
-        }
-    }
-
-    /// Whether this replica heard from its leader within a fetch timeout.
-    fn leader_link_up(&self, st: &Status) -> bool {
-        st.leader.is_some()
-            && st
-                .since_leader_contact
-                .is_some_and(|d| d < self.cfg.timers.fetch_timeout)
-    }
-
-    /// `ROLE`: `master`, its offset and its replicas, or `slave` with its master and offset.
-    fn role(&self, st: &Status) -> Reply {
-        let offset = |o: raft_core::Offset| Reply::Int(o.0 as i64);
-        if st.role == Role::Leader {
-            let replicas = st
-                .voters
-                .iter()
-                .filter(|p| p.replica != st.id)
-                .map(|p| {
-                    let (host, port) = self.host_port(p.replica);
-                    Reply::Array(vec![
-                        Reply::bulk(host),
-                        Reply::bulk(port.to_string()),
-                        Reply::bulk(p.end_offset.map_or(0, |o| o.0).to_string()),
-                    ])
-                })
-                .collect();
-            return Reply::Array(vec![
-                Reply::bulk("master"),
-                offset(st.high_watermark),
-                Reply::Array(replicas),
-            ]);
-        }
-        let (host, port) = st.leader.map_or((String::new(), 0), |l| self.host_port(l));
-        let link = if self.leader_link_up(st) {
-            "connected"
-        } else {
-            "connect"
-        };
-        Reply::Array(vec![
-            Reply::bulk("slave"),
-            Reply::bulk(host),
-            Reply::Int(i64::from(port)),
-            Reply::bulk(link),
-            offset(self.kv.applied()),
-        ])
-    }
-
-    fn replication_section(&self, conn: &Conn, st: &Status) -> String {
-        let applied = self.kv.applied();
-        let leader = st.leader.map_or(String::new(), |l| l.0.to_string());
-        let leader_addr = st
-            .leader
-            .and_then(|l| self.cfg.client_addr_of(l))
-            .unwrap_or_default();
-        // Redis's names first, for tools that key on them; the Raft role beside them.
-        let redis_role = if st.role == Role::Leader {
-            "role:master\r\n".to_string()
-        } else {
-            let (host, port) = st.leader.map_or((String::new(), 0), |l| self.host_port(l));
-            let link = if self.leader_link_up(st) {
-                "up"
-            } else {
-                "down"
-            };
-            format!(
-                "role:slave\r\nmaster_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:{link}\r\n"
-            )
-        };
-        format!(
-            "# Replication\r\n{redis_role}raft_role:{}\r\nreplica_id:{}\r\nepoch:{}\r\nleader:{leader}\r\n\
-             leader_addr:{leader_addr}\r\nhigh_watermark:{}\r\napplied_offset:{}\r\n\
-             log_end_offset:{}\r\ndurable_end_offset:{}\r\nlag:{}\r\nvoters:{}\r\n\
-             observers:{}\r\nread_mode:{}\r\n\r\n",
-            st.role,
-            st.id.0,
-            st.epoch.0,
-            st.high_watermark.0,
-            applied.0,
-            st.log_end.offset.0,
-            st.durable_end.0,
-            st.high_watermark.0.saturating_sub(applied.0),
-            ids(self.cfg.voters.keys()),
-            ids(self.cfg.observers.keys()),
-            conn.read_mode.name(),
-        )
-    }
-
-    fn raft_status(&self, st: &Status) -> String {
-        let applied = self.kv.applied();
-        format!(
-            "replica_id:{}\r\ncluster_id:{}\r\nrole:{}\r\nepoch:{}\r\nleader:{}\r\n\
-             high_watermark:{}\r\napplied_offset:{}\r\nlog_end_offset:{}\r\nlog_end_epoch:{}\r\n\
-             durable_end_offset:{}\r\nlog_start_offset:{}\r\nsnapshot_offset:{}\r\n\
-             directory_id:{}\r\nvoter:{}\r\n",
-            st.id.0,
-            self.cfg.cluster_id,
-            st.role,
-            st.epoch.0,
-            st.leader.map_or("none".into(), |l| self.leader_text(l)),
-            st.high_watermark.0,
-            applied.0,
-            st.log_end.offset.0,
-            st.log_end.epoch.0,
-            st.durable_end.0,
-            st.log_start.0,
-            st.snapshot
-                .map_or("none".into(), |id| id.offset.0.to_string()),
-            st.directory.map_or("none".into(), |d| d.to_string()),
-            u8::from(st.voter_set.is_voter(st.id, st.directory)),
-        )
-    }
-
-    fn raft_describe(&self, st: &Status) -> String {
-        let mut s = format!(
-            "epoch:{}\r\nleader:{}\r\nhigh_watermark:{}\r\n",
-            st.epoch.0,
-            st.leader.map_or("none".into(), |l| l.0.to_string()),
-            st.high_watermark.0
-        );
-        if st.role != Role::Leader {
-            s += "voters: (progress is known to the leader only)\r\n";
-            for id in st.voter_set.ids() {
-                s += &format!("voter:{}\r\n", id.0);
-            }
-            return s;
-        }
-        for p in &st.voters {
-            let end = p.end_offset.map_or("-".into(), |o| o.0.to_string());
-            let lag = p.end_offset.map_or("-".into(), |o| {
-                st.log_end.offset.0.saturating_sub(o.0).to_string()
-            });
-            let since = p
-                .since_last_fetch
-                .map_or("-".into(), |d| d.as_millis().to_string());
-            s += &format!(
-                "voter:{} end_offset={end} lag={lag} last_fetch_ms_ago={since}\r\n",
-                p.replica.0
-            );
-        }
-        for p in &st.observers {
-            s += &format!("observer:{}\r\n", p.replica.0);
-        }
-        s
-    }
-}
-
-/// The process's resident set size in bytes (Linux `/proc/self/statm`; 0 elsewhere).
-fn resident_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
-    // The page size of every Linux platform this runs on; a wrong guess only scales a gauge.
-    pages * 4096
-}
-
-fn ids<'a>(it: impl Iterator<Item = &'a ReplicaId>) -> String {
-    it.map(|i| i.0.to_string()).collect::<Vec<_>>().join(",")
 }
