@@ -56,6 +56,8 @@ pub enum ErrorCode {
     /// A forwarded batch arrived after a later batch of its write session had been proposed:
     /// it was dropped unproposed, so that the session's writes keep their order.
     Superseded,
+    /// The leader has not committed in its epoch yet (just elected); retriable at once.
+    NotReady,
 }
 
 /// Vote and pre-vote (KIP-996, decisions D2/D3).

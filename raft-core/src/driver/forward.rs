@@ -101,6 +101,8 @@ fn forward_result(
             r.error = Some(ErrorCode::TooLarge);
             r.limit = max;
         }
+        // Just elected: the forwarder's caller may retry at once, at the same leader.
+        Err(WriteError::Refused(ProposeError::NotReady)) => r.error = Some(ErrorCode::NotReady),
         // Retriable refusals: the forwarder learns the new leader once it is known.
         Err(WriteError::Refused(_)) => r.error = Some(ErrorCode::NotLeader),
         Err(WriteError::Lost(id)) => {
@@ -187,6 +189,7 @@ pub(super) fn forwarded_results(
             // retry; it must not fall back to naming the replica that just said it does not
             // lead.
             (Some(ErrorCode::NotLeader), _) => Err(not_leader.clone()),
+            (Some(ErrorCode::NotReady), _) => Err(WriteError::Refused(ProposeError::NotReady)),
             (Some(ErrorCode::Superseded), _) => Err(WriteError::Superseded),
             (Some(ErrorCode::OutcomeUnknown), _) => {
                 Err(WriteError::Unknown(Uncertain::LeaderStopped(leader)))
@@ -317,6 +320,23 @@ mod tests {
                 epoch: Epoch(3),
                 leader: Some(ReplicaId(2))
             }))]
+        );
+    }
+
+    #[test]
+    fn a_leader_not_yet_committed_in_its_epoch_is_retriable_at_that_leader() {
+        // Just after an election the leader refuses writes until it has committed in its
+        // epoch: the forwarder must learn "not ready" (the node retries at once), not "not the
+        // leader", which named the leader itself and reached clients as TRYAGAIN.
+        let early = ForwardResponse {
+            error: None,
+            epoch: Epoch(4),
+            leader: Some(ReplicaId(1)),
+            results: vec![result(Some(ErrorCode::NotReady), None)],
+        };
+        assert_eq!(
+            forwarded_results(ReplicaId(1), 1, early, &[5]),
+            vec![Err(WriteError::Refused(ProposeError::NotReady))]
         );
     }
 

@@ -134,6 +134,7 @@ pub(super) fn put_error(out: &mut BytesMut, error: Option<ErrorCode>) {
         Some(ErrorCode::PositionOutOfRange) => 13,
         Some(ErrorCode::OutcomeUnknown) => 14,
         Some(ErrorCode::Superseded) => 15,
+        Some(ErrorCode::NotReady) => 16,
     };
     out.put_u8(code);
 }
@@ -277,6 +278,7 @@ impl<'a> Reader<'a> {
             13 => ErrorCode::PositionOutOfRange,
             14 => ErrorCode::OutcomeUnknown,
             15 => ErrorCode::Superseded,
+            16 => ErrorCode::NotReady,
             other => {
                 return Err(DecodeError::InvalidValue {
                     what: "error code",

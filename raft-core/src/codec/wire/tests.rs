@@ -56,6 +56,7 @@ fn error_code() -> impl Strategy<Value = Option<ErrorCode>> {
         Just(Some(ErrorCode::PositionOutOfRange)),
         Just(Some(ErrorCode::OutcomeUnknown)),
         Just(Some(ErrorCode::Superseded)),
+        Just(Some(ErrorCode::NotReady)),
     ]
 }
 
