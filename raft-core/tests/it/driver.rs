@@ -147,12 +147,28 @@ pub(crate) async fn start_with_sm(
     sm: Arc<Recorder>,
     options: DriverOptions,
 ) -> TestNode {
+    let snapshots = Arc::new(MemSnapshots::new());
+    start_on_stores(net, cfg, (log, election, snapshots), sm, options).await
+}
+
+/// As [`start_with_sm`], with a snapshot store too (kept to restart on it).
+pub(crate) async fn start_on_stores(
+    net: &MemNetwork,
+    cfg: Config,
+    (log, election, snapshots): (
+        Arc<dyn raft_core::io::LogStore>,
+        Arc<MemElectionStore>,
+        Arc<MemSnapshots>,
+    ),
+    sm: Arc<Recorder>,
+    options: DriverOptions,
+) -> TestNode {
     let parts = Parts {
         log,
         election,
         transport: Arc::new(net.endpoint(cfg.id)),
         state_machine: sm.clone(),
-        snapshots: Arc::new(MemSnapshots::new()),
+        snapshots,
     };
     let node = Node::start(cfg.validate().unwrap(), parts, options)
         .await

@@ -177,22 +177,17 @@ async fn start_kept(
         std::sync::Arc<raft_core::mem::MemSnapshots>,
     ),
 ) -> TestNode {
-    let sm = std::sync::Arc::new(crate::driver::Recorder::default());
-    let parts = raft_core::driver::Parts {
-        log: stores.0.clone(),
-        election: stores.1.clone(),
-        transport: std::sync::Arc::new(net.endpoint(ReplicaId(id))),
-        state_machine: sm.clone(),
-        snapshots: stores.2.clone(),
-    };
     let options = raft_core::driver::DriverOptions {
         seed: u64::from(id) * 104_729,
         ..raft_core::driver::DriverOptions::default()
     };
-    let node = Node::start(config(id).validate().unwrap(), parts, options)
-        .await
-        .unwrap();
-    TestNode { node, sm }
+    let kept = (
+        stores.0.clone() as std::sync::Arc<dyn raft_core::io::LogStore>,
+        stores.1.clone(),
+        stores.2.clone(),
+    );
+    let sm = std::sync::Arc::new(crate::driver::Recorder::default());
+    crate::driver::start_on_stores(net, config(id), kept, sm, options).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

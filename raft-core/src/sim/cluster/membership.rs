@@ -208,21 +208,9 @@ impl Cluster {
         }
         let sets = self.deciding_sets();
         let last = self.checker.committed()[n - 1].clone();
-        let holds = |h: &Host| h.durable_log.len() >= n && h.durable_log[n - 1] == last;
         let mut best = None;
         for set in &sets {
-            let holding = set
-                .iter()
-                .filter(|(id, v)| {
-                    self.hosts.iter().any(|h| {
-                        h.id == *id
-                            && (v.directory.is_none() || v.directory == h.cfg.directory)
-                            && holds(h)
-                    })
-                })
-                .count();
-            let lost = self.stale_voters(set).len();
-            let needed = set.majority().saturating_sub(lost).max(1);
+            let (holding, needed) = self.durable_majority(set, n, &last);
             if holding >= needed {
                 return;
             }
@@ -262,22 +250,8 @@ impl Cluster {
         let below = super::host::voter_history(&h.cfg, &h.log[..n - 1])
             .latest()
             .clone();
-        let holds = |h: &Host| h.durable_log.len() >= n && h.durable_log[n - 1] == last;
         for set in [&latest, &below] {
-            let holding = set
-                .iter()
-                .filter(|(id, v)| {
-                    self.hosts.iter().any(|h| {
-                        h.id == *id
-                            && (v.directory.is_none() || v.directory == h.cfg.directory)
-                            && holds(h)
-                    })
-                })
-                .count();
-            let needed = set
-                .majority()
-                .saturating_sub(self.stale_voters(set).len())
-                .max(1);
+            let (holding, needed) = self.durable_majority(set, n, &last);
             if holding >= needed {
                 return;
             }
@@ -287,6 +261,27 @@ impl Cluster {
             "S4 {leader} committed {hwm} durable on fewer than a majority of {latest} and of {below}"
         );
         self.checker.report(self.now, msg);
+    }
+
+    /// How many voters of `set` (by key) hold record `n - 1`, equal to `last`, durably, and how
+    /// many must: a majority, less one for each voter whose disk was lost.
+    fn durable_majority(&self, set: &VoterSet, n: usize, last: &Record) -> (usize, usize) {
+        let holds = |h: &Host| h.durable_log.len() >= n && h.durable_log[n - 1] == *last;
+        let holding = set
+            .iter()
+            .filter(|(id, v)| {
+                self.hosts.iter().any(|h| {
+                    h.id == *id
+                        && (v.directory.is_none() || v.directory == h.cfg.directory)
+                        && holds(h)
+                })
+            })
+            .count();
+        let needed = set
+            .majority()
+            .saturating_sub(self.stale_voters(set).len())
+            .max(1);
+        (holding, needed)
     }
 
     /// Keeps the newest voter set of the committed log up to date, scanning only what was
