@@ -342,3 +342,64 @@ fn a_vote_binds_the_candidates_directory() {
         "the voted candidate may ask again"
     );
 }
+
+/// A new leader of three voters, cut off as soon as it is elected: nothing committed in its
+/// epoch. Returns the cluster and the leader.
+fn fresh_leader(planted: Option<raft_core::planted::Planted>) -> (raft_core::sim::Cluster, u32) {
+    let mut c = raft_core::sim::Cluster::new(raft_core::sim::ClusterOptions {
+        seed: 66,
+        voters: 3,
+        observers: 1,
+        planted,
+        ..raft_core::sim::ClusterOptions::default()
+    });
+    let old = settle(&mut c);
+    commit(&mut c, old, b"x");
+    c.crash(old);
+    // Stop at the first event that shows the new leader, and cut it off before any follower
+    // acknowledges its LeaderChange record.
+    let elected = c.run_until_cond(ms(2000), |c| c.leader().is_some_and(|l| l != old));
+    assert!(elected, "no new leader:\n{}", c.trace());
+    let leader = c.leader().expect("elected");
+    c.isolate(leader);
+    (c, leader)
+}
+
+#[test]
+fn a_leader_changes_voters_only_after_committing_in_its_epoch() {
+    // Goal: the fix of Raft's single-server change bug (M14): a new leader may hold an
+    // uncommitted change of an earlier leader, so it changes nothing before its own epoch's
+    // first record commits. Method: cut a just-elected leader off before any follower
+    // acknowledged its LeaderChange record, ask for a change: refused as NotReady; with the
+    // rule switched off (planted `change-before-commit`) the same request is accepted; heal
+    // and the change is accepted once the epoch's record committed.
+    let (mut c, leader) = fresh_leader(None);
+    let change = add(&c, 4);
+    assert_eq!(
+        c.change_voters(leader, change.clone()),
+        Err(MembershipError::NotReady)
+    );
+    assert_eq!(
+        c.replica(leader).role(),
+        raft_core::Role::Leader,
+        "still leading"
+    );
+    c.heal();
+    let ok = c.run_until_cond(ms(2000), |c| {
+        c.replica(leader).high_watermark() >= c.replica(leader).log_end().offset
+    });
+    assert!(ok, "the new epoch did not commit:\n{}", c.trace());
+    assert!(
+        add_when_caught_up(&mut c, leader, 4),
+        "the change once committed:\n{}",
+        c.trace()
+    );
+
+    let (mut c, leader) = fresh_leader(Some(raft_core::planted::Planted::ChangeBeforeCommit));
+    let change = add(&c, 4);
+    let accepted = c.change_voters(leader, change);
+    assert!(
+        !matches!(accepted, Err(MembershipError::NotReady)),
+        "with the rule off the leader does not wait: {accepted:?}"
+    );
+}
