@@ -331,6 +331,8 @@ fn follower_writes_and_linearizable_follower_reads_through_a_redis_client() {
 fn pipelines_through_a_follower_take_effect_in_the_order_sent() {
     let cluster = Cluster::start(3, "");
     let leader = cluster.wait_for_leader();
+    // A pipeline refused as a whole right after the election says nothing about order.
+    cluster.wait_for_writes_everywhere();
     let args = |words: &[&str]| -> Vec<String> { words.iter().map(|w| w.to_string()).collect() };
     for id in cluster.ids().into_iter().filter(|id| *id != leader) {
         let mut client = cluster.client(id);

@@ -613,6 +613,19 @@ impl Cluster {
         assert!(status.success(), "kill {signal} {pid}");
     }
 
+    /// Waits until a write through every node succeeds, leaving no key behind: just after an
+    /// election a write may be refused with TRYAGAIN (nothing applied) while the cluster
+    /// settles.
+    pub fn wait_for_writes_everywhere(&self) {
+        for id in self.ids() {
+            let mut c = self.client(id);
+            wait_until(&format!("a write through node {id}"), || {
+                c.cmd(&["SET", "settle", "1"]) == Value::ok()
+            });
+            assert_eq!(c.cmd(&["DEL", "settle"]), Value::Int(1));
+        }
+    }
+
     /// Deletes node `id`'s data directory (the node must be stopped): a replaced disk.
     pub fn wipe(&self, id: u32) {
         let data = self.dir.path().join(format!("data{id}"));

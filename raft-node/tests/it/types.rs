@@ -10,19 +10,6 @@ use redis::Connection;
 
 use crate::harness::{self, Cluster, Value};
 
-/// Waits until a write through every node succeeds (just after an election a forwarded write
-/// may be refused with TRYAGAIN while the new leader commits its first record), leaving no
-/// key behind.
-fn settled(cluster: &Cluster) {
-    for id in cluster.ids() {
-        let mut c = cluster.client(id);
-        harness::wait_until("a write through every node", || {
-            c.cmd(&["SET", "settle", "1"]) == Value::ok()
-        });
-        assert_eq!(c.cmd(&["DEL", "settle"]), Value::Int(1));
-    }
-}
-
 fn q<T: redis::FromRedisValue>(con: &mut Connection, args: &[&str]) -> T {
     let mut c = redis::cmd(args[0]);
     for a in &args[1..] {
@@ -189,7 +176,7 @@ fn snapshot_of(con: &mut Connection, key: &str) -> String {
 fn every_family_on_the_leader_and_a_follower_in_resp2_and_resp3() {
     let cluster = Cluster::start(3, "");
     let leader = cluster.wait_for_leader();
-    settled(&cluster);
+    cluster.wait_for_writes_everywhere();
     let follower = cluster.ids().into_iter().find(|i| *i != leader).unwrap();
     for (id, role) in [(leader, "leader"), (follower, "follower")] {
         let port = cluster.port(id);
@@ -222,7 +209,7 @@ fn every_family_on_the_leader_and_a_follower_in_resp2_and_resp3() {
 fn a_write_on_another_node_aborts_a_watched_exec() {
     let cluster = Cluster::start(3, "");
     let leader = cluster.wait_for_leader();
-    settled(&cluster);
+    cluster.wait_for_writes_everywhere();
     let followers: Vec<u32> = cluster.ids().into_iter().filter(|i| *i != leader).collect();
     let mut l = cluster.client(leader);
     let mut a = cluster.client(followers[0]);
@@ -286,7 +273,7 @@ fn a_write_on_another_node_aborts_a_watched_exec() {
 fn watch_exec_increments_from_two_nodes_lose_nothing() {
     let cluster = Cluster::start(3, "");
     let leader = cluster.wait_for_leader();
-    settled(&cluster);
+    cluster.wait_for_writes_everywhere();
     let follower = cluster.ids().into_iter().find(|i| *i != leader).unwrap();
     assert_eq!(
         cluster.client(leader).cmd(&["SET", "ctr", "0"]),
@@ -334,7 +321,7 @@ fn watch_exec_increments_from_two_nodes_lose_nothing() {
 fn expiry_is_identical_on_every_replica_after_a_leader_change() {
     let cluster = Cluster::start(3, "");
     let leader = cluster.wait_for_leader();
-    settled(&cluster);
+    cluster.wait_for_writes_everywhere();
     let followers: Vec<u32> = cluster.ids().into_iter().filter(|i| *i != leader).collect();
     let mut f = cluster.client(followers[0]);
     assert_eq!(f.cmd(&["HSET", "eh", "a", "1"]), Value::Int(1));
@@ -456,7 +443,7 @@ fn increment_loop(port: u16, target: usize, progress: Arc<AtomicUsize>) -> Incre
 fn watch_exec_stays_serializable_across_a_leader_crash() {
     let mut cluster = Cluster::start(3, "");
     let leader = cluster.wait_for_leader();
-    settled(&cluster);
+    cluster.wait_for_writes_everywhere();
     let followers: Vec<u32> = cluster.ids().into_iter().filter(|i| *i != leader).collect();
     assert_eq!(
         cluster.client(leader).cmd(&["SET", "ctr", "0"]),
