@@ -255,7 +255,7 @@ impl Replica {
         if self.resigning {
             return Err(MembershipError::ShuttingDown);
         }
-        let (epoch, leader) = (self.election.epoch, self.election.leader);
+        let (epoch, leader) = (self.election.epoch, self.known_leader());
         let RoleState::Leader(l) = &self.role else {
             return Err(MembershipError::NotLeader { epoch, leader });
         };

@@ -75,9 +75,10 @@ impl Replica {
         let log_end = self.log.end;
         let hwm = self.high_watermark;
         let RoleState::Leader(l) = &mut self.role else {
+            // A resigned leader does not name itself: it will not lead this epoch again.
             return Err(ProposeError::NotLeader {
                 epoch,
-                leader: self.election.leader,
+                leader: self.known_leader(),
             });
         };
         if self.persisted_seq < self.persist_seq {
@@ -736,9 +737,23 @@ fn leader_progress<'a>(
     directory: Option<crate::DirectoryId>,
     planted_keep_stale: bool,
 ) -> &'a mut Progress {
-    let progress = if history.latest().is_voter(from, directory) {
+    let set = history.latest();
+    let progress = if set.is_voter(from, directory) {
         l.voters.get_mut(&from)
     } else {
+        // The voter with this id but another directory has lost its disk (ids are unique to a
+        // machine): what it acknowledged is gone with it, so its last fetch offset, barrier
+        // echo and lease anchor stop counting for the high watermark, reads and leases. (The
+        // high watermark already reached never goes back.)
+        let keyed = set.get(from).is_some_and(|v| v.directory.is_some());
+        if keyed && !planted_keep_stale {
+            if let Some(lost) = l.voters.get_mut(&from) {
+                let entry = lost.directory;
+                *lost = Progress::default();
+                lost.directory = entry;
+                l.check_quorum_contacts.remove(&from);
+            }
+        }
         None
     };
     let progress = match progress {

@@ -67,7 +67,7 @@ impl Replica {
             return Err(TransferError::NotAVoter(to));
         }
         let deadline = now.plus(self.cfg.election_timeout);
-        let (epoch, leader) = (self.election.epoch, self.election.leader);
+        let (epoch, leader) = (self.election.epoch, self.known_leader());
         let RoleState::Leader(l) = &mut self.role else {
             return Err(TransferError::NotLeader { epoch, leader });
         };

@@ -32,9 +32,11 @@ fn leader_cut_off_from_the_majority_resigns_within_the_check_quorum_bound() {
         "resigned early, {after:?} after the cut"
     );
     assert_eq!(c.replica(l).role(), Role::Resigned);
+    // It refuses writes without naming itself: it will not lead this epoch again, and a
+    // client told "the leader is r{l}" would come straight back.
     assert!(matches!(
         c.propose(l, b"late"),
-        Err(ProposeError::NotLeader { .. })
+        Err(ProposeError::NotLeader { leader: None, .. })
     ));
 
     let others: Vec<u32> = (1..=3).filter(|&id| id != l).collect();

@@ -184,6 +184,13 @@ fn restarted_leader_comes_back_resigned_and_never_leads_its_epoch_again() {
     c.restart(l);
     assert_eq!(c.replica(l).role(), Role::Resigned);
     assert_eq!(c.replica(l).epoch(), epoch);
+    assert!(
+        matches!(
+            c.propose(l, b"late"),
+            Err(raft_core::protocol::ProposeError::NotLeader { leader: None, .. })
+        ),
+        "a restarted leader refuses writes without naming itself"
+    );
     c.clear_trace();
     settle(&mut c);
     c.run_for(ms(1000));

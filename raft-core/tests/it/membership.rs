@@ -341,6 +341,33 @@ fn a_vote_binds_the_candidates_directory() {
         Some(true),
         "the voted candidate may ask again"
     );
+    // A request aimed at this id's previous directory is not for this replica.
+    out.clear();
+    let Request::Vote(mut aimed) = ask(0xA) else {
+        unreachable!("a vote request")
+    };
+    aimed.voter_directory = Some(DirectoryId(34));
+    let request = Request::Vote(aimed);
+    r.step(
+        Instant(5),
+        Input::Request {
+            from: ReplicaId(2),
+            id: RequestId(4),
+            request,
+        },
+        &mut out,
+    );
+    let error = out.messages.iter().find_map(|m| match m {
+        Outgoing::Response {
+            response: Response::Vote(v),
+            ..
+        } => Some(v.error),
+        _ => None,
+    });
+    assert_eq!(
+        error,
+        Some(Some(raft_core::message::ErrorCode::WrongReceiver))
+    );
 }
 
 /// A new leader of three voters, cut off as soon as it is elected: nothing committed in its
@@ -401,5 +428,79 @@ fn a_leader_changes_voters_only_after_committing_in_its_epoch() {
     assert!(
         !matches!(accepted, Err(MembershipError::NotReady)),
         "with the rule off the leader does not wait: {accepted:?}"
+    );
+}
+
+/// Leader 1 of keyed voters {1, 2, 3} holds a write that voter 3 acknowledged and voter 2 never
+/// saw, not yet durable on the leader itself; then voter 3's disk is lost and it comes back
+/// fetching with a new directory. Returns the cluster and the write.
+fn write_acked_only_by_a_lost_disk(
+    planted: Option<raft_core::planted::Planted>,
+) -> (raft_core::sim::Cluster, raft_core::OffsetAndEpoch) {
+    let mut c = raft_core::sim::Cluster::new(raft_core::sim::ClusterOptions {
+        seed: 67,
+        voters: 1,
+        observers: 2,
+        planted,
+        ..raft_core::sim::ClusterOptions::default()
+    });
+    settle(&mut c);
+    for id in [2, 3] {
+        assert!(
+            add_when_caught_up(&mut c, 1, id),
+            "adding {id}:\n{}",
+            c.trace()
+        );
+        let ok = c.run_until_cond(ms(1000), |c| {
+            c.replica(1).high_watermark() >= c.replica(1).log_end().offset
+        });
+        assert!(ok, "adding {id} did not commit:\n{}", c.trace());
+    }
+    c.cut(1, 2);
+    c.hold_syncs(1, true);
+    let w = c.propose(1, b"w").expect("the leader accepts");
+    let acked = c.run_until_cond(ms(100), |c| c.replica(3).log_end().offset > w.offset);
+    assert!(acked, "voter 3 did not fetch the write:\n{}", c.trace());
+    c.run_for(ms(20));
+    assert!(
+        c.replica(1).high_watermark() <= w.offset,
+        "not durable on the leader yet"
+    );
+    c.wipe(3);
+    c.restart(3);
+    c.run_for(ms(60));
+    c.hold_syncs(1, false);
+    c.run_for(ms(60));
+    (c, w)
+}
+
+#[test]
+fn a_lost_disks_acknowledgements_stop_counting_once_its_replacement_fetches() {
+    // Goal: once a voter's id fetches with another directory, the leader knows that voter's
+    // disk is gone, and what it acknowledged no longer counts toward a commit: a write held
+    // only by the leader and the lost disk does not commit. With the rule switched off
+    // (planted `stale-progress-across-directories`) it does, on one durable copy.
+    let (mut c, w) = write_acked_only_by_a_lost_disk(None);
+    assert!(
+        c.replica(1).high_watermark() <= w.offset,
+        "committed on a lost disk's acknowledgement:\n{}",
+        c.trace()
+    );
+    c.heal();
+    let ok = c.run_until_cond(ms(1000), |c| c.replica(1).high_watermark() > w.offset);
+    assert!(
+        ok,
+        "the write did not commit once voter 2 fetched:\n{}",
+        c.trace()
+    );
+    assert_no_violations(&c);
+
+    let (c, w) = write_acked_only_by_a_lost_disk(Some(
+        raft_core::planted::Planted::StaleProgressAcrossDirectories,
+    ));
+    assert!(
+        c.replica(1).high_watermark() > w.offset,
+        "with the rule off the stale acknowledgement counts:\n{}",
+        c.trace()
     );
 }
