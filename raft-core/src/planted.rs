@@ -24,11 +24,14 @@ pub enum Planted {
     NoCampaignWhenRemoved,
     /// A replica fetching with a new directory inherits the progress of the old one.
     StaleProgressAcrossDirectories,
+    /// A leader ignores a candidate already in a later epoch, which then stays leaderless
+    /// for good when its voter set is stale (a removed voter that has not fetched its removal).
+    IgnoreLaterCandidates,
 }
 
 impl Planted {
     /// Every planted bug.
-    pub const ALL: [Planted; 8] = [
+    pub const ALL: [Planted; 9] = [
         Planted::HwCountsUnsyncedLeader,
         Planted::SkipEpochStartCheck,
         Planted::AckUnsynced,
@@ -37,6 +40,7 @@ impl Planted {
         Planted::ConcurrentChanges,
         Planted::NoCampaignWhenRemoved,
         Planted::StaleProgressAcrossDirectories,
+        Planted::IgnoreLaterCandidates,
     ];
 
     /// The name `--planted` takes.
@@ -50,6 +54,7 @@ impl Planted {
             Planted::ConcurrentChanges => "concurrent-changes",
             Planted::NoCampaignWhenRemoved => "no-campaign-when-removed",
             Planted::StaleProgressAcrossDirectories => "stale-progress-across-directories",
+            Planted::IgnoreLaterCandidates => "ignore-later-candidates",
         }
     }
 
@@ -66,6 +71,7 @@ impl Planted {
                 | Planted::ConcurrentChanges
                 | Planted::NoCampaignWhenRemoved
                 | Planted::StaleProgressAcrossDirectories
+                | Planted::IgnoreLaterCandidates
         )
     }
 }

@@ -174,6 +174,35 @@ fn ci() -> Result<(), String> {
         "--sessions".into(),
         "6".into(),
     ])?;
+    // The real driver with voter changes and disk losses: growing from one voter, and from
+    // three; then the planted bug only the driver simulator's liveness check finds.
+    for (voters, observers) in [("3", "2"), ("1", "4")] {
+        sim(&[
+            "--driver",
+            "--seeds",
+            "2000",
+            "--voters",
+            voters,
+            "--observers",
+            observers,
+            "--membership",
+        ]
+        .map(String::from))?;
+    }
+    sim(&[
+        "--driver",
+        "--seeds",
+        "1000",
+        "--voters",
+        "1",
+        "--observers",
+        "4",
+        "--membership",
+        "--planted",
+        "ignore-later-candidates",
+        "--expect-catch",
+    ]
+    .map(String::from))?;
     // The bench harness as a smoke test, in the test profile (no release build of everything):
     // it must produce every suite's figures; no timing is asserted. The cluster and failover
     // suites start the debug `raft-node` binary found next to `raft-bench`. Both binaries are

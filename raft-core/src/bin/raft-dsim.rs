@@ -5,13 +5,16 @@
 //! line per failing seed with the command that replays it, and ends with a summary line.
 //! Exit status 1 on any violation. Negative controls (test-only fault switches):
 //! `--unsafe-reads`, `--forward-failure-refuses`, `--ignore-write-sessions` and
-//! `--lying-fsync`.
+//! `--lying-fsync`. `--membership` adds voter changes and disk losses. `--planted NAME
+//! --expect-catch` plants one bug (`raft_core::planted`) and succeeds at its first catching
+//! seed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use raft_core::dsim::{run, DriverSimOptions};
+use raft_core::planted::Planted;
 
 #[derive(Clone)]
 struct Args {
@@ -20,6 +23,7 @@ struct Args {
     single: Option<u64>,
     threads: usize,
     verbose: bool,
+    expect_catch: bool,
     base: DriverSimOptions,
 }
 
@@ -30,6 +34,7 @@ fn parse() -> Result<Args, String> {
         single: None,
         threads: 2,
         verbose: false,
+        expect_catch: false,
         base: DriverSimOptions::new(0),
     };
     let mut it = std::env::args().skip(1);
@@ -55,8 +60,21 @@ fn parse() -> Result<Args, String> {
             "--forward-failure-refuses" => a.base.forward_failure_refuses = true,
             "--lying-fsync" => a.base.lying_fsync = true,
             "--ignore-write-sessions" => a.base.ignore_write_sessions = true,
+            "--membership" => a.base.membership = true,
+            "--expect-catch" => a.expect_catch = true,
+            "--planted" => {
+                let name = it.next().ok_or("--planted needs a name")?;
+                let bug = Planted::from_name(&name).ok_or_else(|| {
+                    let names: Vec<&str> = Planted::ALL.iter().map(|p| p.name()).collect();
+                    format!("unknown planted bug {name}; one of {}", names.join(", "))
+                })?;
+                a.base.planted = Some(bug);
+            }
             other => return Err(format!("unknown argument {other}")),
         }
+    }
+    if a.expect_catch && a.base.planted.is_none() {
+        return Err("--expect-catch needs --planted NAME".into());
     }
     if a.base.voters == 0 || a.base.voters > 9 {
         return Err("--voters must be between 1 and 9".into());
@@ -80,10 +98,14 @@ fn replay(args: &Args, seed: u64) -> String {
         (b.forward_failure_refuses, " --forward-failure-refuses"),
         (b.lying_fsync, " --lying-fsync"),
         (b.ignore_write_sessions, " --ignore-write-sessions"),
+        (b.membership, " --membership"),
     ] {
         if on {
             cmd += flag;
         }
+    }
+    if let Some(p) = b.planted {
+        cmd += &format!(" --planted {}", p.name());
     }
     cmd
 }
@@ -100,6 +122,8 @@ struct Totals {
     reads_failed: AtomicU64,
     inconclusive: AtomicU64,
     snapshots: AtomicU64,
+    changes: [AtomicU64; 3],
+    wipes: AtomicU64,
 }
 
 fn main() {
@@ -118,10 +142,20 @@ fn main() {
     let queue = Arc::new(Mutex::new(seeds.into_iter()));
     let totals = Arc::new(Totals::default());
     let started = std::time::Instant::now();
+    // With --expect-catch, no new seed starts once one failed: every lower seed has started
+    // by then, so the lowest failing seed is the first catch.
+    let caught: Arc<Mutex<Vec<(u64, String)>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let workers: Vec<_> = (0..args.threads)
         .map(|_| {
             let (queue, totals, args) = (queue.clone(), totals.clone(), args.clone());
-            let next = move || queue.lock().ok().and_then(|mut q| q.next());
+            let (caught, stop, halt) = (caught.clone(), stop.clone(), stop.clone());
+            let next = move || {
+                if halt.load(Ordering::Relaxed) {
+                    return None;
+                }
+                queue.lock().ok().and_then(|mut q| q.next())
+            };
             std::thread::spawn(move || {
                 while let Some(seed) = next() {
                     let mut opts = args.base.clone();
@@ -136,15 +170,35 @@ fn main() {
                     add(&totals.reads_failed, r.reads_failed);
                     add(&totals.inconclusive, r.inconclusive);
                     add(&totals.snapshots, r.snapshots_installed);
+                    for (total, n) in totals.changes.iter().zip(r.voter_changes) {
+                        add(total, n);
+                    }
+                    add(&totals.wipes, r.wipes);
                     if args.verbose || args.single.is_some() {
                         println!("seed {seed}: {r}");
                     }
-                    if !r.violations.is_empty() {
+                    if !r.violations.is_empty() && args.expect_catch {
+                        if let Ok(mut c) = caught.lock() {
+                            c.push((seed, r.violations[0].clone()));
+                        }
+                        stop.store(true, Ordering::Relaxed);
+                    } else if !r.violations.is_empty() {
                         add(&totals.failed_seeds, 1);
                         add(&totals.violations, r.violations.len() as u64);
                         println!("FAIL seed {seed}: replay with `{}`", replay(&args, seed));
-                        for v in r.violations.iter().take(12) {
+                        let shown = if args.single.is_some() {
+                            usize::MAX
+                        } else {
+                            12
+                        };
+                        for v in r.violations.iter().take(shown) {
                             println!("  {v}");
+                        }
+                        if args.single.is_some() {
+                            println!("timeline:");
+                            for t in &r.timeline {
+                                println!("  {t}");
+                            }
                         }
                     }
                 }
@@ -156,12 +210,30 @@ fn main() {
             totals.violations.fetch_add(1, Ordering::Relaxed);
         }
     }
+    if args.expect_catch {
+        let name = args.base.planted.map_or("the switch", |p| p.name());
+        let first = caught.lock().ok().and_then(|c| c.iter().min().cloned());
+        match first {
+            Some((seed, violation)) => {
+                println!(
+                    "dsim: {name} caught at seed {seed} ({:.1}s): {violation}",
+                    started.elapsed().as_secs_f64()
+                );
+                std::process::exit(0);
+            }
+            None => {
+                println!("dsim: {name} NOT caught in {total} seeds");
+                std::process::exit(1);
+            }
+        }
+    }
     let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
     let v = get(&totals.violations);
     println!(
         "dsim: {total} seeds, {v} violations in {} seeds ({} writes committed, {} not applied, \
          {} unknown of which {} applied; {} reads, {} failed reads; {} register histories \
-         beyond the checker's bound; {} snapshots installed; {:.1}s)",
+         beyond the checker's bound; {} snapshots installed; voter changes {} committed, {} \
+         refused, {} unknown; {} disks lost; {:.1}s)",
         get(&totals.failed_seeds),
         get(&totals.committed),
         get(&totals.not_applied),
@@ -171,6 +243,10 @@ fn main() {
         get(&totals.reads_failed),
         get(&totals.inconclusive),
         get(&totals.snapshots),
+        get(&totals.changes[0]),
+        get(&totals.changes[1]),
+        get(&totals.changes[2]),
+        get(&totals.wipes),
         started.elapsed().as_secs_f64()
     );
     std::process::exit(if v == 0 { 0 } else { 1 });

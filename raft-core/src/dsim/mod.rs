@@ -24,6 +24,7 @@
 mod clients;
 mod disk;
 mod kv;
+mod membership;
 mod verify;
 mod world;
 
@@ -34,6 +35,7 @@ use crate::driver::ReadMode;
 
 use self::clients::{run_session, Clients, History};
 use self::kv::{lock, KvOp, Tagged};
+use self::membership::{run_membership, Membership};
 use self::world::{run_faults, World};
 
 /// What one driver-simulator run is asked to do.
@@ -65,6 +67,11 @@ pub struct DriverSimOptions {
     /// Negative control for the storage contract: a crash loses up to five records the log
     /// had acknowledged as durable (an fsync that lied).
     pub lying_fsync: bool,
+    /// Voter changes through `Node::change_voters` and disk losses (every replica then has a
+    /// directory id); see the `membership` module.
+    pub membership: bool,
+    /// One planted bug (`Config::test_planted`), for `--planted NAME --expect-catch`.
+    pub planted: Option<crate::planted::Planted>,
 }
 
 impl DriverSimOptions {
@@ -82,6 +89,8 @@ impl DriverSimOptions {
             forward_failure_refuses: false,
             lying_fsync: false,
             ignore_write_sessions: false,
+            membership: false,
+            planted: None,
         }
     }
 }
@@ -107,6 +116,12 @@ pub struct DriverSimReport {
     pub inconclusive: u64,
     /// Snapshots replicas installed from the leader.
     pub snapshots_installed: u64,
+    /// Voter changes reported committed, refused and unknown, and disks lost (membership runs).
+    pub voter_changes: [u64; 3],
+    /// Disks lost.
+    pub wipes: u64,
+    /// Crashes, restarts, disk losses and voter changes with their virtual times.
+    pub timeline: Vec<String>,
     /// Virtual time the run covered.
     pub virtual_time: Duration,
 }
@@ -117,7 +132,8 @@ impl std::fmt::Display for DriverSimReport {
         write!(
             f,
             "committed {} not applied {} unknown {} (applied {}) reads {} failed reads {} \
-             inconclusive {} snapshots installed {} virtual {:.1}s",
+             inconclusive {} snapshots installed {} voter changes {}/{}/{} (committed/refused/\
+             unknown) disks lost {} virtual {:.1}s",
             self.committed,
             self.not_applied,
             self.unknown,
@@ -126,6 +142,10 @@ impl std::fmt::Display for DriverSimReport {
             self.reads_failed,
             self.inconclusive,
             self.snapshots_installed,
+            self.voter_changes[0],
+            self.voter_changes[1],
+            self.voter_changes[2],
+            self.wipes,
             self.virtual_time.as_secs_f64()
         )
     }
@@ -152,6 +172,17 @@ async fn run_async(opts: DriverSimOptions) -> DriverSimReport {
     }
     let until = origin + opts.duration;
     let faults = tokio::spawn(run_faults(world.clone(), opts.seed, until));
+    let membership = Arc::new(Membership::new(
+        world.bootstrap_voters().unwrap_or_default(),
+    ));
+    let changes = opts.membership.then(|| {
+        tokio::spawn(run_membership(
+            world.clone(),
+            membership.clone(),
+            opts.seed,
+            until,
+        ))
+    });
     let clients = Arc::new(Clients {
         world: world.clone(),
         history: Default::default(),
@@ -164,12 +195,20 @@ async fn run_async(opts: DriverSimOptions) -> DriverSimReport {
         .map(|s| tokio::spawn(run_session(clients.clone(), s, opts.seed, until)))
         .collect();
     let _ = faults.await;
+    if let Some(changes) = changes {
+        let _ = changes.await;
+    }
     for s in sessions {
         let _ = s.await;
     }
     world.heal().await;
     let mut violations: Vec<String> = lock(&world.start_failures).clone();
     violations.extend(liveness(&world).await);
+    if opts.membership {
+        violations.extend(membership.check_final(&world).await);
+    }
+    let counts = membership.counts();
+    let timeline = std::mem::take(&mut *lock(&world.timeline));
     let virtual_time = origin.elapsed();
     world.stop_all().await;
 
@@ -193,6 +232,9 @@ async fn run_async(opts: DriverSimOptions) -> DriverSimReport {
         snapshots_installed: world
             .snapshots_installed
             .load(std::sync::atomic::Ordering::Relaxed),
+        voter_changes: [counts.committed, counts.refused, counts.unknown],
+        wipes: counts.wipes,
+        timeline,
         virtual_time,
     }
 }
@@ -234,32 +276,34 @@ async fn liveness(world: &World) -> Vec<String> {
             Err(_) => problems.push(format!("liveness: linearizable read on {id} hung")),
         }
     }
-    let mut leaders = std::collections::BTreeSet::new();
-    for i in 0..world.len() {
-        if let Some((node, _)) = world.live(i) {
-            match node.status().await.and_then(|s| s.leader) {
-                Some(l) => {
-                    leaders.insert(l);
-                }
-                None => problems.push(format!(
-                    "liveness: {} knows no leader after healing",
-                    world.id(i)
-                )),
-            }
+    // A change committed just before healing can still move leadership (a removed leader
+    // resigns), so agreement on the leader is awaited, within the same bound.
+    loop {
+        let (leaders, unaware) = leaders_known(world).await;
+        if unaware.is_empty() && leaders.len() <= 1 {
+            break;
         }
-    }
-    if leaders.len() > 1 {
-        problems.push(format!(
-            "liveness: replicas name different leaders {leaders:?}"
-        ));
+        if tokio::time::Instant::now() >= deadline {
+            problems.extend(unaware.iter().map(|id| {
+                format!("liveness: {id} knows no leader {LIVENESS_BOUND:?} after healing")
+            }));
+            if leaders.len() > 1 {
+                problems.push(format!(
+                    "liveness: replicas name different leaders {leaders:?}"
+                ));
+            }
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     if !problems.is_empty() {
         for i in 0..world.len() {
             let status = match world.live(i) {
                 Some((node, _)) => node.status().await.map(|s| {
                     format!(
-                        "{:?} epoch {} leader {:?} hwm {} log end {:?} durable {} applied {} contact {:?}",
-                        s.role, s.epoch, s.leader, s.high_watermark, s.log_end, s.durable_end, s.applied, s.since_leader_contact
+                        "{:?} epoch {} leader {:?} hwm {} log end {:?} durable {} applied {} contact {:?} voters {} directory {:?}",
+                        s.role, s.epoch, s.leader, s.high_watermark, s.log_end, s.durable_end, s.applied, s.since_leader_contact,
+                        membership::describe(&s.voter_set), s.directory
                     )
                 }),
                 None => None,
@@ -268,4 +312,26 @@ async fn liveness(world: &World) -> Vec<String> {
         }
     }
     problems
+}
+
+/// The leaders the running replicas name, and the replicas that name none.
+async fn leaders_known(
+    world: &World,
+) -> (
+    std::collections::BTreeSet<crate::types::ReplicaId>,
+    Vec<crate::types::ReplicaId>,
+) {
+    let mut leaders = std::collections::BTreeSet::new();
+    let mut unaware = Vec::new();
+    for i in 0..world.len() {
+        if let Some((node, _)) = world.live(i) {
+            match node.status().await.and_then(|s| s.leader) {
+                Some(l) => {
+                    leaders.insert(l);
+                }
+                None => unaware.push(world.id(i)),
+            }
+        }
+    }
+    (leaders, unaware)
 }

@@ -11,7 +11,7 @@ use crate::driver::{DriverOptions, Node, Parts};
 use crate::mem::transport::{Delivery, MemNetwork};
 use crate::mem::{MemElectionStore, MemLog, MemSnapshots};
 use crate::sim::SimRng;
-use crate::types::ReplicaId;
+use crate::types::{DirectoryId, ReplicaId};
 
 use super::disk::Disk;
 use super::kv::{lock, Kv, Ledger};
@@ -61,6 +61,11 @@ pub(super) struct Host {
     snapshots: Arc<MemSnapshots>,
     pub(super) ledger: Arc<Mutex<Ledger>>,
     incarnation: u64,
+    /// The id of its current storage directory; a disk loss makes a new one.
+    directory: DirectoryId,
+    /// Its disk was lost: it starts as a joiner, with the other hosts as contacts, until its
+    /// log or a snapshot names the voters.
+    reformatted: bool,
     /// The running node and its state machine; `None` while crashed.
     pub(super) live: Option<(Node, Arc<Kv>)>,
     /// The current incarnation's switch on its stores (see [`Disk`]).
@@ -79,6 +84,9 @@ pub(super) struct World {
     pub(super) start_failures: Mutex<Vec<String>>,
     /// Snapshots installed by incarnations that ended.
     pub(super) snapshots_installed: AtomicU64,
+    /// What happened to the hosts when, for the report of a failing seed.
+    pub(super) timeline: Mutex<Vec<String>>,
+    origin: tokio::time::Instant,
 }
 
 impl World {
@@ -108,6 +116,8 @@ impl World {
                 snapshots: Arc::new(MemSnapshots::new()),
                 ledger: Arc::default(),
                 incarnation: 0,
+                directory: DirectoryId((u128::from(id.0) << 64) | 1),
+                reformatted: false,
                 live: None,
                 alive: Arc::new(AtomicBool::new(false)),
             })
@@ -121,7 +131,15 @@ impl World {
             opts: opts.clone(),
             start_failures: Mutex::default(),
             snapshots_installed: AtomicU64::new(0),
+            timeline: Mutex::default(),
+            origin: tokio::time::Instant::now(),
         }
+    }
+
+    /// Notes an event on the timeline, at the current virtual time.
+    pub(super) fn note(&self, what: impl std::fmt::Display) {
+        let at = self.origin.elapsed().as_millis();
+        lock(&self.timeline).push(format!("{at}ms {what}"));
     }
 
     pub(super) fn len(&self) -> usize {
@@ -137,9 +155,47 @@ impl World {
         lock(&self.hosts)[i].live.clone()
     }
 
-    fn config(&self, id: ReplicaId) -> Config {
-        let mut c = Config::new(id, self.voters.iter().copied());
-        c.observers = self.observers.iter().copied().collect();
+    /// The directory id host `id` runs with now.
+    pub(super) fn directory_of(&self, id: ReplicaId) -> DirectoryId {
+        let hosts = lock(&self.hosts);
+        hosts
+            .iter()
+            .find(|h| h.id == id)
+            .map_or(DirectoryId(0), |h| h.directory)
+    }
+
+    /// Whether `id` is one of the configured (static) voters.
+    pub(super) fn is_bootstrap_voter(&self, id: ReplicaId) -> bool {
+        self.voters.contains(&id)
+    }
+
+    /// The voter set every host starts from.
+    pub(super) fn bootstrap_voters(&self) -> Option<crate::voters::VoterSet> {
+        let first = *self.voters.first()?;
+        let directory = self.directory_of(first);
+        Some(
+            self.config(first, directory, false)
+                .validate()
+                .ok()?
+                .bootstrap_voters(),
+        )
+    }
+
+    fn config(&self, id: ReplicaId, directory: DirectoryId, reformatted: bool) -> Config {
+        let mut c = if reformatted {
+            // A reformatted machine is never bootstrapped as a voter again (that would be a
+            // static voter without its data); the others are its contacts.
+            let mut c = Config::new(id, self.all_ids().filter(|o| *o != id));
+            c.observers = std::iter::once(id).collect();
+            c
+        } else {
+            let mut c = Config::new(id, self.voters.iter().copied());
+            c.observers = self.observers.iter().copied().collect();
+            c
+        };
+        if self.opts.membership {
+            c.directory = Some(directory);
+        }
         c.election_timeout = Duration::from_millis(150);
         c.fetch_timeout = Duration::from_millis(500);
         c.fetch_max_wait = Duration::from_millis(100);
@@ -151,12 +207,35 @@ impl World {
         c.lease_reads = self.opts.lease_reads;
         c.lease_drift_margin = Duration::from_millis(100);
         c.test_unsafe_reads = self.opts.unsafe_reads;
+        c.test_planted = self.opts.planted;
         c
+    }
+
+    fn all_ids(&self) -> impl Iterator<Item = ReplicaId> + '_ {
+        self.voters.iter().chain(&self.observers).copied()
+    }
+
+    /// Loses host `i`'s disk: it crashes, and its stores are replaced by empty ones under a
+    /// new directory id. Its ledger stays: what it applied before still counts.
+    pub(super) async fn wipe(&self, i: usize) {
+        self.crash(i).await;
+        let mut hosts = lock(&self.hosts);
+        let h = &mut hosts[i];
+        h.log = Arc::new(MemLog::new());
+        h.election = Arc::new(MemElectionStore::new());
+        h.snapshots = Arc::new(MemSnapshots::new());
+        h.directory = DirectoryId(h.directory.0 + 1);
+        h.reformatted = true;
+        let (id, directory) = (h.id, h.directory);
+        drop(hosts);
+        self.note(format_args!(
+            "{id} lost its disk; new directory {directory}"
+        ));
     }
 
     /// Starts host `i` on its durable parts with a fresh state machine.
     pub(super) async fn start(&self, i: usize) {
-        let (id, parts, kv, seed) = {
+        let (id, parts, kv, seed, directory, reformatted) = {
             let mut hosts = lock(&self.hosts);
             let h = &mut hosts[i];
             if h.live.is_some() {
@@ -178,9 +257,9 @@ impl World {
                 snapshots: h.snapshots.clone(),
             };
             let seed = self.opts.seed ^ (u64::from(h.id.0) << 40) ^ (h.incarnation << 20);
-            (h.id, parts, kv, seed)
+            (h.id, parts, kv, seed, h.directory, h.reformatted)
         };
-        let cfg = match self.config(id).validate() {
+        let cfg = match self.config(id, directory, reformatted).validate() {
             Ok(c) => c,
             Err(e) => {
                 lock(&self.start_failures).push(format!("config of {id}: {e}"));
@@ -195,6 +274,7 @@ impl World {
             test_ignore_write_sessions: self.opts.ignore_write_sessions,
             ..DriverOptions::default()
         };
+        self.note(format_args!("{id} starts"));
         match Node::start(cfg, parts, options).await {
             Ok(node) => lock(&self.hosts)[i].live = Some((node, kv)),
             Err(e) => lock(&self.start_failures).push(format!("restart of {id}: {e}")),
@@ -211,6 +291,7 @@ impl World {
             (hosts[i].live.take(), hosts[i].log.clone())
         };
         if let Some((node, _)) = live {
+            self.note(format_args!("{} crashes", lock(&self.hosts)[i].id));
             let installed = node.metrics().snapshots_installed.load(Ordering::Relaxed);
             self.snapshots_installed
                 .fetch_add(installed, Ordering::Relaxed);

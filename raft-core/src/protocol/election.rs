@@ -11,7 +11,7 @@ use crate::message::{
     BeginQuorumEpochRequest, EndQuorumEpochRequest, EpochResponse, ErrorCode, ReadBarrier, Request,
     VoteRequest, VoteResponse,
 };
-use crate::types::{ElectionState, Instant, Record, RecordKind, ReplicaId};
+use crate::types::{ElectionState, Epoch, Instant, Record, RecordKind, ReplicaId};
 
 impl Replica {
     fn vote_response(&self, error: Option<ErrorCode>, granted: bool) -> VoteResponse {
@@ -75,6 +75,24 @@ impl Replica {
         }
         if req.epoch < self.election.epoch {
             return self.vote_response(Some(ErrorCode::FencedLeaderEpoch), false);
+        }
+        // A candidate already in a later epoch than this leader's (it won a pre-vote round,
+        // then lost its candidacy) can never follow this epoch again, and when its voter set
+        // is stale (its own removal not yet fetched) no BeginQuorumEpoch reaches it either: it
+        // would stay leaderless for good. The leader steps down to the candidate's epoch, so
+        // that the election of the next one takes it back. A pre-vote cannot cause this by
+        // itself (it carries the candidate's epoch plus one; a candidate moved there durably).
+        let candidate_epoch = if req.pre_vote {
+            Epoch(req.epoch.0.saturating_sub(1))
+        } else {
+            req.epoch
+        };
+        let later = candidate_epoch > self.election.epoch;
+        if matches!(self.role, RoleState::Leader(_))
+            && later
+            && !planted!(self.cfg, IgnoreLaterCandidates)
+        {
+            self.become_unattached(now, candidate_epoch, out);
         }
         let log_ok = req.last >= self.log.end_and_epoch();
         if req.pre_vote {

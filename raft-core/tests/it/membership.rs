@@ -504,3 +504,70 @@ fn a_lost_disks_acknowledgements_stop_counting_once_its_replacement_fetches() {
         c.trace()
     );
 }
+
+/// Strands a voter one epoch ahead of the leader, then removes it while it cannot hear of the
+/// removal, and heals. Returns the cluster and the removed voter.
+fn removed_voter_ahead_in_epoch(
+    planted: Option<raft_core::planted::Planted>,
+) -> (raft_core::sim::Cluster, u32) {
+    let mut c = raft_core::sim::Cluster::new(raft_core::sim::ClusterOptions {
+        seed: 71,
+        voters: 3,
+        planted,
+        ..raft_core::sim::ClusterOptions::default()
+    });
+    let s = crate::strand_voter_one_epoch_ahead(&mut c);
+    let removal = c
+        .change_voters(
+            s.leader,
+            VoterChange::Remove {
+                id: ReplicaId(s.stranded),
+                directory: None,
+            },
+        )
+        .expect("the leader removes the stranded voter");
+    let ok = c.run_until_cond(ms(1000), |c| {
+        c.replica(s.leader).high_watermark() > removal.offset
+    });
+    assert!(ok, "the removal committed:\n{}", c.trace());
+    assert!(
+        c.replica(s.stranded)
+            .voters()
+            .contains_id(ReplicaId(s.stranded)),
+        "the stranded voter has not heard of its removal"
+    );
+    c.heal();
+    (c, s.stranded)
+}
+
+#[test]
+fn a_removed_voter_stranded_in_a_later_epoch_is_taken_back() {
+    // Goal: a voter that campaigned into a later epoch and was removed before it heard of it
+    // believes it still votes, so it does not probe as an observer, and no BeginQuorumEpoch
+    // reaches it (it is not a voter of the leader's set); its pre-votes reach the sticky
+    // leader. The leader steps down to the candidate's epoch on such a request, and the next
+    // election takes the stranded replica back: it follows the leader and learns its removal.
+    // With that rule switched off (planted `ignore-later-candidates`), it stays leaderless.
+    let (mut c, stranded) = removed_voter_ahead_in_epoch(None);
+    let bound = c.liveness_bound();
+    let back = c.run_until_cond(bound, |c| {
+        c.replica(stranded).leader().is_some()
+            && !c
+                .replica(stranded)
+                .voters()
+                .contains_id(ReplicaId(stranded))
+    });
+    assert!(back, "the stranded replica came back:\n{}", c.trace());
+    assert_no_violations(&c);
+
+    let (mut c, stranded) =
+        removed_voter_ahead_in_epoch(Some(raft_core::planted::Planted::IgnoreLaterCandidates));
+    let bound = c.liveness_bound();
+    c.run_for(bound);
+    assert_eq!(
+        c.replica(stranded).leader(),
+        None,
+        "with the rule off it stays leaderless:\n{}",
+        c.trace()
+    );
+}

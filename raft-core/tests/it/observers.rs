@@ -212,19 +212,13 @@ fn observer_answered_from_an_older_epoch_keeps_probing() {
         2376ms r3 prospective e2 leader=-
         2478ms r3 unattached e2 leader=-
         2614ms r3 prospective e2 leader=-
-        2615ms r3 unattached e2 leader=-
-        2808ms r3 prospective e2 leader=-
-        2809ms r3 unattached e2 leader=-
-        2830ms r1 unattached e2 leader=-
-        2841ms r2 unattached e2 leader=-
-        3003ms r3 prospective e2 leader=-
-        3004ms r3 candidate e3 leader=-
-        3005ms r1 unattached e3 leader=-
-        3005ms r2 unattached e3 leader=-
-        3005ms r3 leader e3 leader=r3
-        3006ms r1 follower e3 leader=r3
-        3006ms r2 follower e3 leader=r3
-        3022ms r4 follower e3 leader=r3"#]]
+        2615ms r1 unattached e2 leader=-
+        2616ms r3 candidate e3 leader=-
+        2616ms r1 unattached e3 leader=-
+        2617ms r3 leader e3 leader=r3
+        2618ms r1 follower e3 leader=r3
+        2618ms r2 follower e3 leader=r3
+        2686ms r4 follower e3 leader=r3"#]]
     .assert_eq(&c.trace());
     assert_no_violations(&c);
 }

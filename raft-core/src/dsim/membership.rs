@@ -1,0 +1,388 @@
+//! Membership under the driver simulator: voter changes through [`Node::change_voters`] on
+//! whichever replica leads, and disk losses (a host comes back with empty stores and a new
+//! directory id), while the other faults come and go.
+//!
+//! What the run checks: every outcome `change_voters` reported must fit one history. The run
+//! keeps the voter sets the cluster may be in after each change (a committed change applies to
+//! each, a refused one to none, an unknown one splits each set in two); once healed, every
+//! replica must act on the same set, and it must be one of those. A change reported committed
+//! that no history allows, or a final set outside them, is a lie of the driver's outcome
+//! contract. The clients' checks (`verify`) and the liveness checks run on top.
+//!
+//! The changes are made one at a time, which keeps "possible sets" a small list: one change is
+//! uncommitted at most, so an unknown one is settled before the next is accepted.
+//!
+//! Disk loss is drawn only where the protocol must survive it: never a bootstrap (static)
+//! voter, even once removed (a replica that has not fetched the removal still takes the
+//! emptied machine for that voter: amnesia, which no protocol survives), and a keyed voter
+//! only while every set it may be in has at least three voters and no other lost key.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::driver::{Node, VoterChangeError, WriteError};
+use crate::protocol::VoterChange;
+use crate::sim::SimRng;
+use crate::types::Role;
+use crate::types::{DirectoryId, ReplicaId};
+use crate::voters::{Voter, VoterSet};
+
+use super::kv::lock;
+use super::world::World;
+
+/// How long one change may take before it is reported unknown.
+const CHANGE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Most voters the changes grow a set to.
+const VOTERS_MAX: usize = 5;
+
+/// Past this many possible sets the outcome check gives up (counted, not hidden).
+const POSSIBLE_MAX: usize = 64;
+
+/// What a change's caller was told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Told {
+    Committed,
+    NotApplied,
+    Unknown,
+}
+
+/// The membership side of a run: the changes made, their outcomes, and the sets they allow.
+#[derive(Default)]
+pub(super) struct Membership {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The voter sets the cluster may be in, given every outcome so far.
+    possible: Vec<VoterSet>,
+    /// Set when `possible` outgrew [`POSSIBLE_MAX`]: the final set is then not checked.
+    gave_up: bool,
+    /// Each change and what its caller was told, for the report.
+    changes: Vec<(VoterChange, Told)>,
+    violations: Vec<String>,
+    wipes: u64,
+}
+
+/// Counts for the run's report.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct MembershipCounts {
+    pub(super) committed: u64,
+    pub(super) refused: u64,
+    pub(super) unknown: u64,
+    pub(super) wipes: u64,
+}
+
+impl Membership {
+    pub(super) fn new(initial: VoterSet) -> Membership {
+        Membership {
+            state: Mutex::new(State {
+                possible: vec![initial],
+                ..State::default()
+            }),
+        }
+    }
+
+    pub(super) fn counts(&self) -> MembershipCounts {
+        let s = lock(&self.state);
+        let count = |t: Told| s.changes.iter().filter(|(_, told)| *told == t).count() as u64;
+        MembershipCounts {
+            committed: count(Told::Committed),
+            refused: count(Told::NotApplied),
+            unknown: count(Told::Unknown),
+            wipes: s.wipes,
+        }
+    }
+
+    /// Folds one outcome into the possible sets.
+    fn record(&self, change: VoterChange, told: Told) {
+        let mut s = lock(&self.state);
+        s.changes.push((change.clone(), told));
+        if s.gave_up || told == Told::NotApplied {
+            return;
+        }
+        let mut next: Vec<VoterSet> = Vec::new();
+        for set in &s.possible {
+            if told == Told::Unknown {
+                next.push(set.clone());
+            }
+            if let Some(changed) = apply(set, &change) {
+                next.push(changed);
+            }
+        }
+        next.sort_by_key(describe);
+        next.dedup();
+        if next.is_empty() {
+            let note = format!(
+                "membership: {change:?} was reported committed, but no history of the earlier \
+                 outcomes allows it (possible sets before: {:?})",
+                s.possible.iter().map(describe).collect::<Vec<_>>()
+            );
+            s.violations.push(note);
+            s.gave_up = true;
+        } else if next.len() > POSSIBLE_MAX {
+            s.gave_up = true;
+        } else {
+            s.possible = next;
+        }
+    }
+
+    /// The end of a run: every running replica's set, which must agree and be possible.
+    pub(super) async fn check_final(&self, world: &World) -> Vec<String> {
+        let mut sets = BTreeSet::new();
+        for i in 0..world.len() {
+            if let Some((node, _)) = world.live(i) {
+                if let Some(status) = node.status().await {
+                    sets.insert(describe(&status.voter_set));
+                }
+            }
+        }
+        let s = lock(&self.state);
+        let mut problems = s.violations.clone();
+        if sets.len() > 1 {
+            problems.push(format!(
+                "membership: the replicas act on different voter sets after healing: {sets:?}"
+            ));
+        }
+        let possible: BTreeSet<String> = s.possible.iter().map(describe).collect();
+        if let (Some(set), false) = (sets.iter().next(), s.gave_up) {
+            if !possible.contains(set) {
+                problems.push(format!(
+                    "membership: the cluster ended with voters {set}, which no history of the \
+                     reported outcomes allows (possible: {possible:?}; changes: {:?})",
+                    s.changes
+                ));
+            }
+        }
+        problems
+    }
+
+    /// Whether losing host `id`'s disk (current directory `directory`) is a fault the protocol
+    /// must survive: see the module comment.
+    fn may_wipe(&self, world: &World, id: ReplicaId) -> bool {
+        // A replica that has not yet fetched a static voter's removal still takes the emptied
+        // machine for that voter (static entries match any directory) and may be elected with
+        // its vote: the amnesia no protocol survives. So a bootstrap voter is never wiped,
+        // even after its removal committed.
+        if world.is_bootstrap_voter(id) {
+            return false;
+        }
+        let s = lock(&self.state);
+        s.possible.iter().all(|set| match set.get(id) {
+            None => true,
+            Some(v) => {
+                v.directory.is_some()
+                    && set.len() >= 3
+                    && set
+                        .iter()
+                        .filter(|(other, _)| *other != id)
+                        .all(|(other, ov)| ov.directory == Some(world.directory_of(other)))
+            }
+        })
+    }
+}
+
+/// The set after `change`, or `None` when the change is impossible on it.
+fn apply(set: &VoterSet, change: &VoterChange) -> Option<VoterSet> {
+    match change {
+        VoterChange::Add {
+            id,
+            directory,
+            endpoint,
+        } => set
+            .with_added(
+                *id,
+                Voter {
+                    directory: Some(*directory),
+                    endpoint: endpoint.clone(),
+                },
+            )
+            .ok(),
+        VoterChange::Remove { id, directory } => set.with_removed(*id, *directory).ok(),
+        VoterChange::Update {
+            id,
+            directory,
+            endpoint,
+        } => set.with_endpoint(*id, *directory, endpoint.clone()).ok(),
+    }
+}
+
+/// A set as text, for comparisons and messages.
+pub(super) fn describe(set: &VoterSet) -> String {
+    let entries: Vec<String> = set
+        .iter()
+        .map(|(id, v)| match v.directory {
+            Some(d) => format!("{id}@{d}"),
+            None => id.to_string(),
+        })
+        .collect();
+    format!("{{{}}}", entries.join(", "))
+}
+
+/// What a caller of `change_voters` was told, by the contract of [`VoterChangeError`].
+fn told(result: &Result<crate::driver::Committed, VoterChangeError>) -> Told {
+    match result {
+        Ok(_) => Told::Committed,
+        Err(VoterChangeError::Refused(_)) => Told::NotApplied,
+        Err(VoterChangeError::NotConfirmed(e)) => match e {
+            WriteError::Refused(_)
+            | WriteError::Lost(_)
+            | WriteError::NotSent { .. }
+            | WriteError::Superseded => Told::NotApplied,
+            _ => Told::Unknown,
+        },
+    }
+}
+
+/// The membership schedule: until `until`, a voter change or a disk loss every 0.3 to 1.5 s.
+pub(super) async fn run_membership(
+    world: Arc<World>,
+    membership: Arc<Membership>,
+    seed: u64,
+    until: tokio::time::Instant,
+) {
+    let mut rng = SimRng::new(seed ^ 0x6d65_6d62);
+    while tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(rng.range(300, 1_500))).await;
+        if rng.chance(0.15) {
+            wipe_one(&world, &membership, &mut rng).await;
+            continue;
+        }
+        let Some((leader, set)) = leader_and_set(&world).await else {
+            continue;
+        };
+        let Some(change) = pick_change(&world, &set, &mut rng) else {
+            continue;
+        };
+        world.note(format_args!("change {change:?} asked of {}", leader.id()));
+        let result = leader.change_voters(change.clone(), CHANGE_TIMEOUT).await;
+        world.note(format_args!("change {change:?}: {result:?}"));
+        membership.record(change, told(&result));
+    }
+}
+
+/// A running replica that believes it leads, and the voter set it acts on.
+async fn leader_and_set(world: &World) -> Option<(Node, VoterSet)> {
+    for i in 0..world.len() {
+        if let Some((node, _)) = world.live(i) {
+            if let Some(status) = node.status().await {
+                if status.role == Role::Leader {
+                    return Some((node, status.voter_set));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// A change for `set`: first the removal of a key whose disk was lost, else an addition
+/// (growing to [`VOTERS_MAX`]) or a removal (down to one voter, the leader included; none
+/// while a lost key votes).
+fn pick_change(world: &World, set: &VoterSet, rng: &mut SimRng) -> Option<VoterChange> {
+    let lost: Vec<(ReplicaId, Option<DirectoryId>)> = set
+        .iter()
+        .filter(|(id, v)| v.directory.is_some_and(|d| d != world.directory_of(*id)))
+        .map(|(id, v)| (id, v.directory))
+        .collect();
+    if let Some(&(id, directory)) = lost.first() {
+        if rng.chance(0.7) {
+            return Some(VoterChange::Remove { id, directory });
+        }
+    }
+    // While a lost key votes, removing any other voter may leave a set whose majority needs
+    // the lost one (three voters, one lost, one removed: stuck for good). An operator removes
+    // the lost key first; the schedule does too, or adds.
+    let may_shrink = lost.is_empty();
+    let outside: Vec<ReplicaId> = (0..world.len())
+        .map(|i| world.id(i))
+        .filter(|id| !set.contains_id(*id))
+        .collect();
+    let grow = set.len() < VOTERS_MAX && !outside.is_empty() && (set.len() == 1 || rng.chance(0.5));
+    if grow {
+        let id = outside[rng.below(outside.len() as u64) as usize];
+        return Some(VoterChange::Add {
+            id,
+            directory: world.directory_of(id),
+            endpoint: format!("sim-{id}"),
+        });
+    }
+    if set.len() > 1 && may_shrink {
+        let ids: Vec<(ReplicaId, Option<DirectoryId>)> =
+            set.iter().map(|(id, v)| (id, v.directory)).collect();
+        let (id, directory) = ids[rng.below(ids.len() as u64) as usize];
+        return Some(VoterChange::Remove { id, directory });
+    }
+    None
+}
+
+/// Loses one host's disk where that is survivable, and restarts it later as a new replica.
+async fn wipe_one(world: &Arc<World>, membership: &Membership, rng: &mut SimRng) {
+    let i = rng.below(world.len() as u64) as usize;
+    let id = world.id(i);
+    if !membership.may_wipe(world, id) {
+        return;
+    }
+    world.wipe(i).await;
+    lock(&membership.state).wipes += 1;
+    let w = world.clone();
+    let down = Duration::from_millis(rng.range(100, 2_000));
+    tokio::spawn(async move {
+        tokio::time::sleep(down).await;
+        w.start(i).await;
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keyed(entries: &[(u32, u128)]) -> VoterSet {
+        VoterSet::from_entries(entries.iter().map(|&(id, d)| {
+            (
+                ReplicaId(id),
+                Voter {
+                    directory: Some(DirectoryId(d)),
+                    endpoint: String::new(),
+                },
+            )
+        }))
+        .expect("a valid set")
+    }
+
+    fn add(id: u32, d: u128) -> VoterChange {
+        VoterChange::Add {
+            id: ReplicaId(id),
+            directory: DirectoryId(d),
+            endpoint: String::new(),
+        }
+    }
+
+    #[test]
+    fn outcomes_narrow_and_split_the_possible_sets() {
+        let m = Membership::new(keyed(&[(1, 1)]));
+        m.record(add(2, 2), Told::Unknown);
+        assert_eq!(lock(&m.state).possible.len(), 2, "unknown splits");
+        m.record(add(3, 3), Told::NotApplied);
+        assert_eq!(
+            lock(&m.state).possible.len(),
+            2,
+            "a refusal changes nothing"
+        );
+        // Adding 2 again can only commit where the first add did not take effect.
+        m.record(add(2, 2), Told::Committed);
+        let s = lock(&m.state);
+        assert_eq!(s.possible, vec![keyed(&[(1, 1), (2, 2)])]);
+        assert!(s.violations.is_empty());
+    }
+
+    #[test]
+    fn a_commit_no_history_allows_is_a_violation() {
+        let m = Membership::new(keyed(&[(1, 1)]));
+        m.record(add(2, 2), Told::Committed);
+        m.record(add(2, 2), Told::Committed);
+        let s = lock(&m.state);
+        assert_eq!(s.violations.len(), 1, "{:?}", s.violations);
+    }
+}
