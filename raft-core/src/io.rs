@@ -253,6 +253,11 @@ pub trait Transport: Send + Sync + 'static {
 
     /// Stops serving and closes connections.
     async fn close(&self);
+
+    /// The voter set in force on this replica, once at start and after every change: a
+    /// transport that reaches replicas by the endpoints voters advertise (voters added online,
+    /// which no static configuration lists) learns them here. The default ignores it.
+    fn voters_changed(&self, _voters: &crate::voters::VoterSet) {}
 }
 
 /// A failure of the user's state machine. Applying is not allowed to fail for a valid record, so

@@ -501,6 +501,10 @@ impl Transport for TimedTransport {
     async fn close(&self) {
         self.inner.close().await;
     }
+
+    fn voters_changed(&self, voters: &raft_core::VoterSet) {
+        self.inner.voters_changed(voters);
+    }
 }
 
 /// Counts the record bytes this replica serves in fetch responses.

@@ -254,6 +254,7 @@ pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
         .map_err(|e| StartError::Transport(e.to_string()))?;
     let peer_addr = transport.local_addr();
     let transport = Arc::new(transport);
+    let transport_handle = transport.clone();
     let metrics = Arc::new(NodeMetrics::new(Some(transport.clone())));
     let kv = Arc::new(Kv::new());
     let options = DriverOptions {
@@ -288,13 +289,10 @@ pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
         };
         http::spawn(l, scrape)
     });
-    let server = Arc::new(Server::new(
-        node.clone(),
-        kv,
-        Arc::new(cfg),
-        client_addr,
-        metrics,
-    ));
+    let server = Arc::new(
+        Server::new(node.clone(), kv, Arc::new(cfg), client_addr, metrics)
+            .with_transport(transport_handle),
+    );
     let server = server.spawn(listener, acceptor);
     Ok(Running {
         id,

@@ -137,6 +137,9 @@ pub struct Server {
     pub(crate) next_conn: AtomicU64,
     /// Requests served since start (`INFO stats` `total_commands_processed`).
     pub(crate) commands_processed: AtomicU64,
+    /// The peer transport, when the node has one: where it reaches replicas no configuration
+    /// here names (the endpoint `RAFT ADD-VOTER` records for them).
+    pub(crate) transport: Option<Arc<raft_transport_quic::QuicTransport>>,
     pub(crate) metrics: Arc<NodeMetrics>,
 }
 
@@ -197,7 +200,14 @@ impl Server {
             client_addr,
             next_conn: AtomicU64::new(1),
             commands_processed: AtomicU64::new(0),
+            transport: None,
         }
+    }
+
+    /// The server of a node with this peer transport.
+    pub fn with_transport(mut self, transport: Arc<raft_transport_quic::QuicTransport>) -> Server {
+        self.transport = Some(transport);
+        self
     }
 
     /// Spawns the accept loop on `listener`; with `tls`, every connection must complete a TLS
@@ -593,10 +603,14 @@ impl Server {
             }
             AdminOp::RaftVoters => Reply::bulk(crate::membership::voters_text(&st)),
             AdminOp::RaftAddVoter(id, directory) => {
+                // The configured address, else where the transport reaches it now (learned
+                // from its connection when no configuration here names it).
                 let endpoint = self
                     .cfg
                     .peers()
                     .get(&ReplicaId(id))
+                    .copied()
+                    .or_else(|| self.transport.as_ref()?.peer_addr(ReplicaId(id)))
                     .map_or(String::new(), |a| a.to_string());
                 crate::membership::add_voter(&self.node, &st, id, directory, endpoint).await
             }

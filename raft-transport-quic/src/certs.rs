@@ -6,7 +6,8 @@
 //! [`replica_dns_name`] (`replica-<id>.raft`), carries both the server-auth and client-auth
 //! extended key usages (every node dials and is dialled), and is signed directly by the cluster
 //! CA. The transport dials replica `n` expecting exactly that name, and identifies an inbound
-//! peer by the one configured replica its certificate names.
+//! peer by the one replica its certificate names (with `accept_unlisted` off: the one replica
+//! of its peer table).
 
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,

@@ -25,8 +25,13 @@ pub struct QuicConfig {
     pub id: ReplicaId,
     /// The UDP address to listen on (port 0 picks one; read it back with `local_addr`).
     pub listen: SocketAddr,
-    /// Every peer this node may call or accept calls from, by replica id.
+    /// The peers this node knows at start, by replica id. Voters added online join through
+    /// their advertised endpoints, and replicas that dial in are reached back at their address.
     pub peers: BTreeMap<ReplicaId, SocketAddr>,
+    /// Accept connections from any replica the cluster CA certified, not only `peers` (a new
+    /// machine joins as an observer with no change to the others' configuration). Off, only
+    /// replicas in the peer table may connect.
+    pub accept_unlisted: bool,
     /// How often an idle connection is pinged so that it stays open.
     pub keep_alive: Duration,
     /// A connection silent for this long is considered lost.
@@ -65,6 +70,7 @@ impl QuicConfig {
             id,
             listen,
             peers,
+            accept_unlisted: true,
             keep_alive: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(3),

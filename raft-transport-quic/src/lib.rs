@@ -10,6 +10,10 @@
 //!   on the stream (typed error, counted) and the connection stays usable.
 //! * Mutual TLS 1.3, always, with the ring provider. Each node's certificate names its replica
 //!   in a DNS SAN `replica-<id>.raft` ([`certs`]); see [`certs`] for the scheme.
+//! * The peers it reaches: the configured ones; any replica whose certificate the CA signed,
+//!   learned at the address it connects from (unless [`QuicConfig::accept_unlisted`] is off);
+//!   and the voters whose endpoints the voter set advertises ([`Transport::voters_changed`]),
+//!   so that a voter added online is reached though no configuration here names it.
 //!
 //! Building a transport from a config and certificates:
 //!
@@ -33,9 +37,10 @@
 pub mod certs;
 mod config;
 mod metrics;
+mod peers;
+mod stream;
 mod tls;
 
-use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
@@ -44,7 +49,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::{BufMut, Bytes, BytesMut};
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
-use quinn::{Connection, ConnectionError, RecvStream, SendStream, VarInt};
+use quinn::{Connection, RecvStream, SendStream, VarInt};
 
 use tokio::task::JoinHandle;
 
@@ -60,6 +65,11 @@ pub use metrics::{
 };
 
 use metrics::Metrics;
+use peers::{Peer, Peers};
+use stream::{
+    code, is_tls_refusal, read_failure, read_frame, write_failure, ReadFailure, StreamFailure,
+    LEN_PREFIX,
+};
 
 /// A transport that could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -76,24 +86,6 @@ pub enum SetupError {
     Config(String),
 }
 
-/// Stream and connection error codes this transport sends (QUIC application codes).
-mod code {
-    use quinn::VarInt;
-    /// The endpoint is shutting down.
-    pub const CLOSING: VarInt = VarInt::from_u32(0);
-    /// The request frame exceeded the receiver's limit.
-    pub const REQUEST_TOO_LARGE: VarInt = VarInt::from_u32(1);
-    /// The request frame could not be decoded.
-    pub const MALFORMED: VarInt = VarInt::from_u32(2);
-    /// The receiver does not serve yet.
-    pub const NOT_SERVING: VarInt = VarInt::from_u32(3);
-    /// The response would exceed the responder's limit.
-    pub const RESPONSE_TOO_LARGE: VarInt = VarInt::from_u32(4);
-}
-
-/// Bytes of the length prefix before every frame on a stream.
-const LEN_PREFIX: usize = 4;
-
 /// A QUIC transport endpoint: serves inbound RPCs and calls peers. Cheap to share behind an
 /// `Arc`; [`Transport::close`] shuts it down.
 pub struct QuicTransport {
@@ -108,25 +100,11 @@ struct Inner {
     local_addr: SocketAddr,
     endpoint: Mutex<Option<quinn::Endpoint>>,
     client_config: quinn::ClientConfig,
-    peers: HashMap<ReplicaId, Peer>,
+    peers: Arc<Peers>,
     handler: OnceLock<Arc<dyn RequestHandler>>,
     closed: AtomicBool,
     metrics: Arc<Metrics>,
     accept_task: Mutex<Option<JoinHandle<()>>>,
-}
-
-struct Peer {
-    addr: SocketAddr,
-    server_name: String,
-    slot: tokio::sync::Mutex<Slot>,
-}
-
-#[derive(Default)]
-struct Slot {
-    conn: Option<Connection>,
-    backoff: Duration,
-    retry_at: Option<tokio::time::Instant>,
-    ever_connected: bool,
 }
 
 /// Locks a std mutex, ignoring poisoning: the guarded values are replaced whole, never left
@@ -169,8 +147,12 @@ impl QuicTransport {
         }
         let metrics = Arc::new(Metrics::default());
         let identity = tls::Identity::parse(&config.tls)?;
-        let peer_ids: Vec<ReplicaId> = config.peers.keys().copied().collect();
-        let server_tls = tls::server_config(&identity, config.id, peer_ids, metrics.clone())?;
+        let peers = Arc::new(Peers::new(config.peers.clone()));
+        let accept = tls::Accept {
+            peers: peers.clone(),
+            unlisted: config.accept_unlisted,
+        };
+        let server_tls = tls::server_config(&identity, config.id, accept, metrics.clone())?;
         let client_tls = tls::client_config(&identity)?;
         let transport = Arc::new(transport_config(&config)?);
 
@@ -205,18 +187,6 @@ impl QuicTransport {
         let endpoint = quinn::Endpoint::new(endpoint_config, Some(server_config), socket, runtime)?;
         let local_addr = endpoint.local_addr()?;
 
-        let peers = config
-            .peers
-            .iter()
-            .map(|(id, addr)| {
-                let peer = Peer {
-                    addr: *addr,
-                    server_name: certs::replica_dns_name(*id),
-                    slot: tokio::sync::Mutex::new(Slot::default()),
-                };
-                (*id, peer)
-            })
-            .collect();
         let inner = Arc::new_cyclic(|me| Inner {
             me: me.clone(),
             id: config.id,
@@ -244,6 +214,12 @@ impl QuicTransport {
     /// This endpoint's replica id.
     pub fn id(&self) -> ReplicaId {
         self.inner.id
+    }
+
+    /// Where this endpoint reaches replica `id` now: configured, advertised by the voter set,
+    /// or learned from its inbound connection.
+    pub fn peer_addr(&self, id: ReplicaId) -> Option<SocketAddr> {
+        self.inner.peers.get(id).map(|p| p.addr)
     }
 
     /// A copy of the counters.
@@ -284,16 +260,6 @@ fn transport_config(config: &QuicConfig) -> Result<quinn::TransportConfig, Setup
     Ok(t)
 }
 
-/// A failed exchange on one stream, before it is mapped to a [`TransportError`].
-enum StreamFailure {
-    /// The connection was gone before the stream opened: nothing was sent.
-    NotOpened(ConnectionError),
-    /// The connection is gone; the call may be retried on a new one.
-    Connection(ConnectionError),
-    /// Anything else: final.
-    Final(TransportError),
-}
-
 impl Inner {
     fn endpoint(&self) -> Result<quinn::Endpoint, TransportError> {
         lock(&self.endpoint).clone().ok_or(TransportError::Closed)
@@ -328,7 +294,7 @@ impl Inner {
         if self.closed.load(Ordering::SeqCst) {
             return Err(TransportError::Closed);
         }
-        let Some(peer) = self.peers.get(&to) else {
+        let Some(peer) = self.peers.get(to) else {
             return Err(self.fail(TransportError::UnknownPeer(to)));
         };
         if frame.len() > self.limits.frame_bytes_max {
@@ -340,7 +306,7 @@ impl Inner {
             return Err(self.fail(TransportError::Codec { peer: to, source }));
         }
         let started = tokio::time::Instant::now();
-        match tokio::time::timeout(timeout, self.exchange(to, peer, frame)).await {
+        match tokio::time::timeout(timeout, self.exchange(to, &peer, frame)).await {
             Ok(Ok(response)) => {
                 self.metrics.latency(started.elapsed());
                 Ok(response)
@@ -498,99 +464,6 @@ impl Inner {
     }
 }
 
-/// Why a frame could not be read from a stream.
-enum ReadFailure {
-    /// The length prefix announced more than the limit; nothing was allocated for it.
-    TooLarge(usize),
-    /// The stream or connection failed.
-    Read(quinn::ReadExactError),
-}
-
-/// Reads one length-prefixed frame. Allocates only after the length passed the limit.
-async fn read_frame(recv: &mut RecvStream, limit: usize) -> Result<Bytes, ReadFailure> {
-    let mut len = [0u8; LEN_PREFIX];
-    recv.read_exact(&mut len).await.map_err(ReadFailure::Read)?;
-    let len = u32::from_le_bytes(len) as usize;
-    if len > limit {
-        return Err(ReadFailure::TooLarge(len));
-    }
-    let mut buf = vec![0u8; len];
-    recv.read_exact(&mut buf).await.map_err(ReadFailure::Read)?;
-    Ok(Bytes::from(buf))
-}
-
-/// Maps a code the peer reset or stopped our stream with.
-fn peer_refusal(to: ReplicaId, code: VarInt, sent: usize) -> TransportError {
-    let codec = |source| TransportError::Codec { peer: to, source };
-    if code == code::REQUEST_TOO_LARGE {
-        // The peer's limit is not on the wire; 0 stands for "the peer's own limit".
-        codec(DecodeError::TooLarge {
-            what: "request frame at the peer",
-            len: sent as u64,
-            limit: 0,
-        })
-    } else if code == code::RESPONSE_TOO_LARGE {
-        codec(DecodeError::TooLarge {
-            what: "response frame at the peer",
-            len: 0,
-            limit: 0,
-        })
-    } else if code == code::MALFORMED {
-        codec(DecodeError::InvalidValue {
-            what: "request refused by the peer",
-            value: code.into(),
-        })
-    } else if code == code::NOT_SERVING {
-        TransportError::NotSent {
-            peer: to,
-            reason: "peer is not serving yet".into(),
-        }
-    } else {
-        TransportError::Unreachable {
-            peer: to,
-            reason: format!("stream reset by peer ({code})"),
-        }
-    }
-}
-
-fn write_failure(to: ReplicaId, e: quinn::WriteError, sent: usize) -> StreamFailure {
-    match e {
-        quinn::WriteError::ConnectionLost(e) => StreamFailure::Connection(e),
-        quinn::WriteError::Stopped(code) => StreamFailure::Final(peer_refusal(to, code, sent)),
-        other => StreamFailure::Final(TransportError::Unreachable {
-            peer: to,
-            reason: other.to_string(),
-        }),
-    }
-}
-
-fn read_failure(to: ReplicaId, e: quinn::ReadExactError, sent: usize) -> StreamFailure {
-    let reason = match e {
-        quinn::ReadExactError::ReadError(quinn::ReadError::ConnectionLost(e)) => {
-            return StreamFailure::Connection(e)
-        }
-        quinn::ReadExactError::ReadError(quinn::ReadError::Reset(code)) => {
-            return StreamFailure::Final(peer_refusal(to, code, sent))
-        }
-        quinn::ReadExactError::FinishedEarly(n) => {
-            format!("stream finished after {n} bytes of a frame")
-        }
-        other => other.to_string(),
-    };
-    StreamFailure::Final(TransportError::Unreachable { peer: to, reason })
-}
-
-/// Whether a handshake failed on a certificate, ours or theirs (a TLS alert).
-fn is_tls_refusal(e: &ConnectionError) -> bool {
-    // QUIC carries TLS alerts as CRYPTO_ERROR codes 0x100..=0x1ff (RFC 9001, 4.8).
-    let crypto = |code: u64| (0x100..=0x1ff).contains(&code);
-    match e {
-        ConnectionError::TransportError(t) => crypto(u64::from(t.code)),
-        ConnectionError::ConnectionClosed(c) => crypto(u64::from(c.error_code)),
-        _ => false,
-    }
-}
-
 /// Accepts inbound connections until the endpoint closes or the transport is dropped.
 async fn accept_loop(endpoint: quinn::Endpoint, inner: Weak<Inner>) {
     while let Some(incoming) = endpoint.accept().await {
@@ -612,6 +485,14 @@ async fn accept_loop(endpoint: quinn::Endpoint, inner: Weak<Inner>) {
 }
 
 impl Inner {
+    /// Which certificates name a replica this endpoint accepts.
+    fn accept(&self) -> tls::Accept {
+        tls::Accept {
+            peers: self.peers.clone(),
+            unlisted: self.config.accept_unlisted,
+        }
+    }
+
     /// Identifies an inbound connection's replica, serves it, and reuses it for calls to that
     /// replica when no live connection to it exists yet.
     async fn adopt(&self, conn: Connection) {
@@ -623,7 +504,7 @@ impl Inner {
             })
             .ok_or_else(|| "no peer certificate".to_owned())
             .and_then(|certs| match certs.first() {
-                Some(cert) => tls::replica_of(cert, self.peers.keys().copied()),
+                Some(cert) => tls::replica_of(cert, &self.accept()),
                 None => Err("empty peer certificate chain".to_owned()),
             });
         let from = match from {
@@ -638,7 +519,8 @@ impl Inner {
         };
         self.metrics.accepted();
         tracing::debug!(replica = %self.id, peer = %from, "accepted connection");
-        if let Some(peer) = self.peers.get(&from) {
+        let peer = self.peers.learn(from, conn.remote_address());
+        {
             if let Ok(mut slot) = peer.slot.try_lock() {
                 if slot
                     .conn
@@ -753,7 +635,7 @@ impl Inner {
             // The accept loop ends once the endpoint is closed; its result carries nothing.
             let _ = task.await;
         }
-        for peer in self.peers.values() {
+        for peer in self.peers.all() {
             peer.slot.lock().await.conn = None;
         }
     }
@@ -787,5 +669,26 @@ impl Transport for QuicTransport {
 
     async fn close(&self) {
         self.inner.shut_down().await;
+    }
+
+    /// Voters added online advertise `host:port` endpoints; those resolve to this replica's
+    /// way to them (a static voter's empty endpoint leaves its configured address alone).
+    fn voters_changed(&self, voters: &raft_core::VoterSet) {
+        for (id, v) in voters.iter() {
+            if id == self.inner.id || v.endpoint.is_empty() {
+                continue;
+            }
+            match v.endpoint.parse::<SocketAddr>() {
+                Ok(addr) => {
+                    if self.inner.peers.set(id, addr) {
+                        tracing::info!(replica = %self.inner.id, peer = %id, %addr, "peer address from the voter set");
+                    }
+                }
+                Err(e) => tracing::warn!(
+                    replica = %self.inner.id, peer = %id, endpoint = %v.endpoint, error = %e,
+                    "voter endpoint is not an address; keeping the configured one"
+                ),
+            }
+        }
     }
 }

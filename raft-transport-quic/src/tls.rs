@@ -3,7 +3,9 @@
 //!
 //! Outbound, the server name checked is the dialled replica's [`replica_dns_name`], so a peer
 //! presenting any other replica's certificate is refused by the handshake. Inbound, the client
-//! certificate must chain to the cluster CA and name exactly one configured peer; anything else
+//! certificate must chain to the cluster CA and name exactly one replica: any replica when
+//! unlisted replicas are accepted (the default: the CA is the membership authority, and a
+//! replica nobody configured joins as an observer), else one in the peer table; anything else
 //! fails the handshake with a bad-certificate alert and is logged.
 
 use std::fmt;
@@ -22,6 +24,7 @@ use raft_core::ReplicaId;
 use crate::certs::replica_dns_name;
 use crate::config::TlsMaterial;
 use crate::metrics::{ErrorKind, Metrics};
+use crate::peers::Peers;
 use crate::SetupError;
 
 /// The ALPN protocol both sides require.
@@ -65,34 +68,65 @@ impl Identity {
     }
 }
 
-/// The one replica among `known` that `cert` names, if exactly one.
-pub(crate) fn replica_of(
-    cert: &CertificateDer<'_>,
-    known: impl IntoIterator<Item = ReplicaId>,
-) -> Result<ReplicaId, String> {
+/// Which replicas an endpoint accepts: the ones in its peer table, or, with `unlisted`, any
+/// replica a cluster CA certificate names.
+pub(crate) struct Accept {
+    pub(crate) peers: Arc<Peers>,
+    pub(crate) unlisted: bool,
+}
+
+/// The one accepted replica that `cert` names, if exactly one.
+pub(crate) fn replica_of(cert: &CertificateDer<'_>, accept: &Accept) -> Result<ReplicaId, String> {
     let cert =
         webpki::EndEntityCert::try_from(cert).map_err(|e| format!("bad certificate: {e}"))?;
+    // With unlisted replicas accepted, the candidates are the replica names the certificate
+    // presents; each is then checked the way webpki checks a subject name, as for listed ones.
+    let candidates: Vec<ReplicaId> = if accept.unlisted {
+        cert.valid_dns_names()
+            .filter_map(parse_replica_dns_name)
+            .collect()
+    } else {
+        accept.peers.ids()
+    };
     let mut found = None;
-    for id in known {
+    for id in candidates {
         let Ok(name) = ServerName::try_from(replica_dns_name(id)) else {
             continue;
         };
         if cert.verify_is_valid_for_subject_name(&name).is_ok() {
-            if let Some(other) = found {
-                return Err(format!(
-                    "certificate names several replicas ({other}, {id})"
-                ));
+            match found {
+                Some(other) if other != id => {
+                    return Err(format!(
+                        "certificate names several replicas ({other}, {id})"
+                    ))
+                }
+                _ => found = Some(id),
             }
-            found = Some(id);
         }
     }
-    found.ok_or_else(|| "certificate names no configured replica".to_owned())
+    found.ok_or_else(|| {
+        if accept.unlisted {
+            "certificate names no replica".to_owned()
+        } else {
+            "certificate names no configured replica".to_owned()
+        }
+    })
+}
+
+/// The replica id in a `replica-<id>.raft` name (see [`replica_dns_name`]).
+fn parse_replica_dns_name(name: &str) -> Option<ReplicaId> {
+    let digits = name.strip_prefix("replica-")?.strip_suffix(".raft")?;
+    // Canonical decimal only, so that one id has one name.
+    if digits.is_empty() || (digits.len() > 1 && digits.starts_with('0')) {
+        return None;
+    }
+    digits.parse::<u32>().ok().filter(|n| *n > 0).map(ReplicaId)
 }
 
 /// Checks client certificates against the cluster CA, then against the configured peers.
 pub(crate) struct ReplicaClientVerifier {
     inner: Arc<dyn ClientCertVerifier>,
-    peers: Vec<ReplicaId>,
+    accept: Accept,
     me: ReplicaId,
     metrics: Arc<Metrics>,
 }
@@ -100,7 +134,8 @@ pub(crate) struct ReplicaClientVerifier {
 impl fmt::Debug for ReplicaClientVerifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReplicaClientVerifier")
-            .field("peers", &self.peers)
+            .field("peers", &self.accept.peers.ids())
+            .field("unlisted", &self.accept.unlisted)
             .finish()
     }
 }
@@ -127,7 +162,7 @@ impl ClientCertVerifier for ReplicaClientVerifier {
             refuse(&e);
             return Err(e);
         }
-        match replica_of(end_entity, self.peers.iter().copied()) {
+        match replica_of(end_entity, &self.accept) {
             Ok(_) => Ok(ClientCertVerified::assertion()),
             Err(reason) => {
                 refuse(&reason);
@@ -165,7 +200,7 @@ impl ClientCertVerifier for ReplicaClientVerifier {
 pub(crate) fn server_config(
     identity: &Identity,
     me: ReplicaId,
-    peers: Vec<ReplicaId>,
+    accept: Accept,
     metrics: Arc<Metrics>,
 ) -> Result<rustls::ServerConfig, SetupError> {
     let tls = |e: &dyn fmt::Display| SetupError::Tls(e.to_string());
@@ -174,7 +209,7 @@ pub(crate) fn server_config(
         .map_err(|e| tls(&e))?;
     let verifier = Arc::new(ReplicaClientVerifier {
         inner,
-        peers,
+        accept,
         me,
         metrics,
     });

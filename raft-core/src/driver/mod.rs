@@ -264,6 +264,7 @@ impl Node {
                 log_start: log_state.start,
             });
         }
+        parts.transport.voters_changed(voters.latest());
         let clock = tokio::time::Instant::now();
         let replica = Replica::new(
             cfg.clone(),

@@ -611,6 +611,7 @@ impl ReplicaTask {
                 }
                 Event::VotersChanged { voters } => {
                     tracing::info!(replica = %self.cfg.id, %voters, "voter set in force");
+                    self.parts.transport.voters_changed(&voters);
                 }
                 Event::TransferEnded { to, result } => {
                     tracing::info!(replica = %self.cfg.id, target = %to, ?result, "transfer ended");

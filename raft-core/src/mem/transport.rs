@@ -32,6 +32,7 @@ use crate::codec::wire::{self, FrameLimits};
 use crate::io::{RequestHandler, Transport, TransportError};
 use crate::message::{Request, Response};
 use crate::types::ReplicaId;
+use crate::voters::VoterSet;
 
 /// The hub connecting in-memory endpoints. Cheap to clone; clones share the network.
 #[derive(Clone, Default)]
@@ -64,6 +65,8 @@ struct NetState {
     endpoints: HashMap<ReplicaId, Arc<Endpoint>>,
     /// Directed links `(from, to)` that drop everything.
     cut: HashSet<(ReplicaId, ReplicaId)>,
+    /// The voter set each replica's driver last told its transport.
+    voters_told: HashMap<ReplicaId, VoterSet>,
 }
 
 /// One endpoint's shared state: whether it serves, with what, and a signal for its closing.
@@ -132,6 +135,12 @@ impl MemNetwork {
             net: self.net.clone(),
             endpoint,
         }
+    }
+
+    /// The voter set replica `id`'s driver last passed to [`Transport::voters_changed`] (every
+    /// endpoint reaches every replica here, so it only records it for tests to check).
+    pub fn voters_told(&self, id: ReplicaId) -> Option<VoterSet> {
+        lock(&self.net.state).voters_told.get(&id).cloned()
     }
 
     /// Drops every message from `from` to `to`: requests `from` sends to `to`, and responses
@@ -347,6 +356,12 @@ impl Transport for MemTransport {
 
     async fn close(&self) {
         self.endpoint.close();
+    }
+
+    fn voters_changed(&self, voters: &VoterSet) {
+        lock(&self.net.state)
+            .voters_told
+            .insert(self.endpoint.id, voters.clone());
     }
 }
 

@@ -95,6 +95,24 @@ async fn a_standalone_node_grows_to_three_voters_and_its_leader_leaves() {
     for n in &nodes {
         wait_for_set(n, &three).await;
     }
+    // Each driver told its transport the set in force, endpoints included: the way a real
+    // transport reaches voters that no static configuration names.
+    for id in 1..=3 {
+        let told = net.voters_told(ReplicaId(id)).expect("told at start");
+        let endpoints: Vec<_> = told
+            .iter()
+            .map(|(v, e)| (v.0, e.endpoint.clone()))
+            .collect();
+        assert_eq!(
+            endpoints,
+            [
+                (1, String::new()),
+                (2, "node-2".into()),
+                (3, "node-3".into())
+            ],
+            "the set node {id}'s transport was told"
+        );
+    }
     for i in 0..30u32 {
         nodes[0]
             .node

@@ -268,6 +268,9 @@ pub struct Cluster {
     timers: std::collections::BTreeMap<u32, String>,
     /// Nodes `1..=voters` are the configured voters, the others observers.
     voters: u32,
+    /// Observers are listed only in their own configuration (machines joining a running
+    /// cluster whose nodes were configured without them).
+    unlisted_observers: bool,
 }
 
 /// `(client, peer, metrics)` ports for `n` nodes.
@@ -330,11 +333,24 @@ impl Cluster {
             password,
             timers: std::collections::BTreeMap::new(),
             voters,
+            unlisted_observers: false,
         };
         for n in &cluster.nodes {
             std::fs::write(cluster.config_path(n.id), cluster.config_text(n.id)).unwrap();
         }
         cluster
+    }
+
+    /// As [`Cluster::prepare_with_observers`], but the voters' configurations do not name the
+    /// observers, and each observer's names only the voters and itself: machines that join a
+    /// cluster configured before them.
+    pub fn prepare_with_joiners(voters: u32, joiners: u32, extra: &str) -> Cluster {
+        let mut c = Cluster::prepare_with_observers(voters, joiners, extra);
+        c.unlisted_observers = true;
+        for n in &c.nodes {
+            std::fs::write(c.config_path(n.id), c.config_text(n.id)).unwrap();
+        }
+        c
     }
 
     /// Prepares and starts `n` voters and waits until each answers PING.
@@ -381,6 +397,9 @@ impl Cluster {
              [timers]\n{timers}"
         );
         for n in &self.nodes {
+            if self.unlisted_observers && n.id > self.voters && n.id != id {
+                continue;
+            }
             let table = if n.id <= self.voters {
                 "voters"
             } else {
@@ -483,6 +502,11 @@ impl Cluster {
 
     pub fn port(&self, id: u32) -> u16 {
         self.nodes.iter().find(|n| n.id == id).unwrap().client_port
+    }
+
+    /// The UDP port node `id`'s peer transport listens on.
+    pub fn peer_port(&self, id: u32) -> u16 {
+        self.nodes.iter().find(|n| n.id == id).unwrap().peer_port
     }
 
     /// The port of node `id`'s metrics endpoint.

@@ -174,3 +174,51 @@ fn a_dev_cluster_adds_a_fourth_node_while_running() {
         dev.output()
     );
 }
+
+/// A machine no running node's configuration names joins: its own configuration lists the
+/// voters and itself, the voters accept its certificate (same CA, `replica-4.raft`) and learn
+/// its address from its connection, `RAFT ADD-VOTER 4` records that address as its endpoint,
+/// and the endpoint is how the others reach it: with the leader killed, the two remaining
+/// original voters can only elect a leader with node 4's vote (three of four).
+#[test]
+fn a_machine_no_configuration_names_joins_and_its_vote_elects_a_leader() {
+    let mut c = Cluster::prepare_with_joiners(3, 1, "");
+    c.restart_all();
+    let mut written = 0;
+    let mut write = |c: &Cluster, n: u32| {
+        for _ in 0..n {
+            let (k, v) = (format!("k{written}"), format!("v{written}"));
+            wait_until(&format!("{k} to be written"), || {
+                let leader = c.wait_for_leader();
+                c.client(leader).cmd(&["SET", &k, &v]) == Value::ok()
+            });
+            written += 1;
+        }
+        written
+    };
+    write(&c, 10);
+    change(&c, &["RAFT", "ADD-VOTER", "4"]);
+    for id in 1..=4 {
+        wait_until(&format!("node {id} to act on four voters"), || {
+            voter_ids(&c, id) == [1, 2, 3, 4]
+        });
+    }
+    let leader = c.wait_for_leader();
+    let entry = voters(&c, leader)
+        .into_iter()
+        .find(|l| l.starts_with("voter:4 "))
+        .unwrap();
+    assert!(
+        entry.contains(&format!("endpoint=127.0.0.1:{}", c.peer_port(4))),
+        "node 4's endpoint is the address it listens on: {entry}"
+    );
+    write(&c, 10);
+    c.kill(leader);
+    wait_until("a leader among the survivors", || {
+        c.wait_for_leader() != leader
+    });
+    let n = write(&c, 10);
+    for id in (1..=4).filter(|id| *id != leader) {
+        all_keys_on(&c, id, n);
+    }
+}

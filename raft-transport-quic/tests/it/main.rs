@@ -236,17 +236,19 @@ async fn peer_with_a_certificate_from_another_ca_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn peer_naming_an_unknown_replica_is_refused() {
-    // Goal: a certificate from the cluster CA for a replica the receiver does not know is
-    // refused. Method: node 9 dials node 1, whose only configured peer is 2.
+async fn peer_naming_an_unknown_replica_is_refused_when_only_listed_peers_are_accepted() {
+    // Goal: with `accept_unlisted` off, a certificate from the cluster CA for a replica the
+    // receiver does not know is refused. Method: node 9 dials node 1, whose only configured
+    // peer is 2.
     let ca = certs::generate_ca().unwrap();
     let (sa, s9) = (loopback(), loopback());
     let aa = sa.local_addr().unwrap();
-    let a = config(
+    let mut a = config(
         1,
         tls(&ca, certs::generate_node(&ca, ReplicaId(1)).unwrap()),
         &[(2, aa)],
     );
+    a.accept_unlisted = false;
     let n9 = config(
         9,
         tls(&ca, certs::generate_node(&ca, ReplicaId(9)).unwrap()),
@@ -257,6 +259,84 @@ async fn peer_naming_an_unknown_replica_is_refused() {
     assert_eq!(ha.0.load(Ordering::SeqCst), 0);
     assert!(a.metrics().errors.tls_refused >= 1, "{:?}", a.metrics());
     assert_eq!(a.metrics().connections_accepted, 0);
+    a.close().await;
+    n9.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlisted_replica_is_accepted_and_reached_back_at_its_address() {
+    // Goal: by default a replica nobody configured, certified by the cluster CA, may call in
+    // (it joins as an observer), and the receiver calls it back at the address it came from;
+    // one with a foreign CA is still refused. Method: node 9 (knowing node 1) calls node 1,
+    // whose only configured peer is 2; then node 1 calls node 9.
+    let ca = certs::generate_ca().unwrap();
+    let (sa, s9) = (loopback(), loopback());
+    let (aa, a9) = (sa.local_addr().unwrap(), s9.local_addr().unwrap());
+    let a = config(
+        1,
+        tls(&ca, certs::generate_node(&ca, ReplicaId(1)).unwrap()),
+        &[(2, aa)],
+    );
+    let n9 = config(
+        9,
+        tls(&ca, certs::generate_node(&ca, ReplicaId(9)).unwrap()),
+        &[(1, aa)],
+    );
+    let (a, ha, n9, h9) = pair(a, sa, n9, s9).await;
+    assert_eq!(a.peer_addr(ReplicaId(9)), None);
+    call(&n9, 1, vote(9, 1))
+        .await
+        .expect("node 1 answers node 9");
+    assert_eq!(ha.0.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        a.peer_addr(ReplicaId(9)),
+        Some(a9),
+        "learned from the connection"
+    );
+    call(&a, 9, vote(1, 9))
+        .await
+        .expect("node 9 is reached back");
+    assert_eq!(h9.0.load(Ordering::SeqCst), 1);
+    a.close().await;
+    n9.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_endpoint_becomes_the_way_to_that_voter() {
+    // Goal: a voter added online is reached at the endpoint its voter set entry advertises,
+    // without any configuration naming it; an endpoint that is no address changes nothing.
+    let ca = certs::generate_ca().unwrap();
+    let (sa, s9) = (loopback(), loopback());
+    let (aa, a9) = (sa.local_addr().unwrap(), s9.local_addr().unwrap());
+    let a = config(
+        1,
+        tls(&ca, certs::generate_node(&ca, ReplicaId(1)).unwrap()),
+        &[],
+    );
+    let n9 = config(
+        9,
+        tls(&ca, certs::generate_node(&ca, ReplicaId(9)).unwrap()),
+        &[(1, aa)],
+    );
+    let (a, _, n9, h9) = pair(a, sa, n9, s9).await;
+    let entry = |endpoint: String| raft_core::Voter {
+        directory: Some(raft_core::DirectoryId(9)),
+        endpoint,
+    };
+    let set = |endpoint: String| {
+        raft_core::VoterSet::from_entries([
+            (ReplicaId(1), entry(aa.to_string())),
+            (ReplicaId(9), entry(endpoint)),
+        ])
+        .unwrap()
+    };
+    a.voters_changed(&set("not an address".into()));
+    assert_eq!(a.peer_addr(ReplicaId(9)), None);
+    a.voters_changed(&set(a9.to_string()));
+    assert_eq!(a.peer_addr(ReplicaId(9)), Some(a9));
+    assert_eq!(a.peer_addr(ReplicaId(1)), None, "not its own peer");
+    call(&a, 9, vote(1, 9)).await.expect("node 9 is reached");
+    assert_eq!(h9.0.load(Ordering::SeqCst), 1);
     a.close().await;
     n9.close().await;
 }
