@@ -1,7 +1,8 @@
-//! `RAFT VOTERS`, `RAFT ADD-VOTER` and `RAFT REMOVE-VOTER`: the voter set (KIP-853) for an
+//! `RAFT VOTERS`, `ADD-VOTER`, `REMOVE-VOTER` and `UPDATE-VOTER`: the voter set (KIP-853) for an
 //! operator. Changes go to the leader, one voter at a time, and are answered once the new set
 //! is committed, or with an error that says whether the change may still take effect.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use raft_core::driver::{Node, VoterChangeError, WriteError};
@@ -85,6 +86,18 @@ pub async fn remove_voter(node: &Node, st: &Status, id: u32) -> Reply {
     let change = VoterChange::Remove {
         id: ReplicaId(id),
         directory,
+    };
+    change_reply(st, node.change_voters(change, CHANGE_TIMEOUT).await)
+}
+
+/// `RAFT UPDATE-VOTER <id> <ip:port>`: the voter with this id, whatever its directory, is
+/// reached at `endpoint` from now on (a machine that moved, or a voter added with no address).
+pub async fn update_voter(node: &Node, st: &Status, id: u32, endpoint: SocketAddr) -> Reply {
+    let directory = st.voter_set.get(ReplicaId(id)).and_then(|v| v.directory);
+    let change = VoterChange::Update {
+        id: ReplicaId(id),
+        directory,
+        endpoint: endpoint.to_string(),
     };
     change_reply(st, node.change_voters(change, CHANGE_TIMEOUT).await)
 }

@@ -617,6 +617,9 @@ impl Server {
             AdminOp::RaftRemoveVoter(id) => {
                 crate::membership::remove_voter(&self.node, &st, id).await
             }
+            AdminOp::RaftUpdateVoter(id, endpoint) => {
+                crate::membership::update_voter(&self.node, &st, id, endpoint).await
+            }
             AdminOp::RaftTransfer(_) => unreachable!("answered above"),
         }
     }

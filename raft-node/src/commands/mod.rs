@@ -121,6 +121,9 @@ pub enum AdminOp {
     RaftAddVoter(u32, Option<raft_core::DirectoryId>),
     /// `RAFT REMOVE-VOTER <replica id>` (on the leader).
     RaftRemoveVoter(u32),
+    /// `RAFT UPDATE-VOTER <replica id> <ip:port>`: the address peers reach that voter at (on
+    /// the leader).
+    RaftUpdateVoter(u32, std::net::SocketAddr),
     /// `ROLE`, as Redis answers it: the leader is the master, every other replica a slave.
     Role,
     /// `HELLO`'s reply, all but the role, which needs the node's status.
@@ -351,9 +354,22 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
                 Some(id) => Plan::Admin(AdminOp::RaftRemoveVoter(id)),
                 None => Plan::Reply(Reply::err("RAFT REMOVE-VOTER needs a replica id")),
             },
+            "update-voter" if a.len() == 3 => {
+                // Peers reach a voter at its endpoint, so it must be an address they can dial.
+                let endpoint = std::str::from_utf8(&a[2])
+                    .ok()
+                    .and_then(|e| e.parse::<std::net::SocketAddr>().ok());
+                match (replica_id(&a[1]), endpoint) {
+                    (Some(id), Some(e)) => Plan::Admin(AdminOp::RaftUpdateVoter(id, e)),
+                    (None, _) => Plan::Reply(Reply::err("RAFT UPDATE-VOTER needs a replica id")),
+                    (_, None) => Plan::Reply(Reply::err(
+                        "RAFT UPDATE-VOTER needs the endpoint as <ip>:<port>",
+                    )),
+                }
+            }
             _ => Plan::Reply(Reply::err(
                 "unknown RAFT subcommand; try RAFT STATUS, DESCRIBE, VOTERS, TRANSFER <id>, \
-                 ADD-VOTER <id> [<directory>] or REMOVE-VOTER <id>",
+                 ADD-VOTER <id> [<directory>], REMOVE-VOTER <id> or UPDATE-VOTER <id> <ip:port>",
             )),
         },
         "get" => read(TxRead::Get(a[0].clone())),

@@ -203,7 +203,14 @@ fn raft_voter_changes_parse_their_ids_and_directories() {
         run(&mut c, None, "RAFT REMOVE-VOTER 2"),
         Plan::Admin(AdminOp::RaftRemoveVoter(2))
     ));
+    assert!(matches!(
+        run(&mut c, None, "RAFT UPDATE-VOTER 2 10.0.0.2:7000"),
+        Plan::Admin(AdminOp::RaftUpdateVoter(2, e)) if e.to_string() == "10.0.0.2:7000"
+    ));
     for bad in [
+        "RAFT UPDATE-VOTER 2",
+        "RAFT UPDATE-VOTER 2 somewhere",
+        "RAFT UPDATE-VOTER x 10.0.0.2:7000",
         "RAFT ADD-VOTER four",
         "RAFT ADD-VOTER 4 not-a-uuid",
         "RAFT ADD-VOTER 4 00000000-0000-0000-0000-000000000000",

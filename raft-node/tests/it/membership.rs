@@ -180,6 +180,7 @@ fn a_dev_cluster_adds_a_fourth_node_while_running() {
 /// its address from its connection, `RAFT ADD-VOTER 4` records that address as its endpoint,
 /// and the endpoint is how the others reach it: with the leader killed, the two remaining
 /// original voters can only elect a leader with node 4's vote (three of four).
+/// `RAFT UPDATE-VOTER` gives a configured voter an endpoint the same way.
 #[test]
 fn a_machine_no_configuration_names_joins_and_its_vote_elects_a_leader() {
     let mut c = Cluster::prepare_with_joiners(3, 1, "");
@@ -212,6 +213,24 @@ fn a_machine_no_configuration_names_joins_and_its_vote_elects_a_leader() {
         entry.contains(&format!("endpoint=127.0.0.1:{}", c.peer_port(4))),
         "node 4's endpoint is the address it listens on: {entry}"
     );
+    // A configured voter gets an endpoint too, recorded in the set on every node; an id that
+    // is not a voter is refused.
+    let node1 = format!("endpoint=127.0.0.1:{}", c.peer_port(1));
+    change(
+        &c,
+        &["RAFT", "UPDATE-VOTER", "1", &node1["endpoint=".len()..]],
+    );
+    for id in 1..=4 {
+        wait_until(&format!("node {id} to show node 1's endpoint"), || {
+            voters(&c, id)
+                .iter()
+                .any(|l| l.starts_with("voter:1 ") && l.ends_with(&node1))
+        });
+    }
+    let refused = c
+        .client(c.wait_for_leader())
+        .cmd(&["RAFT", "UPDATE-VOTER", "9", "127.0.0.1:1"]);
+    assert!(refused.is_error("ERR r9 is not a voter"), "{refused:?}");
     write(&c, 10);
     c.kill(leader);
     wait_until("a leader among the survivors", || {
