@@ -1,6 +1,7 @@
 //! Membership through the driver: `Node::change_voters` grows a standalone node into three
 //! voters and removes the leader; a replica that joins late learns the voter set from the
-//! snapshot it installs (the header every stored snapshot carries).
+//! snapshot it installs (the header every stored snapshot carries); an add that times out is
+//! answered "may still complete", and completes.
 
 use std::time::Duration;
 
@@ -279,6 +280,132 @@ async fn a_restarted_node_recovers_its_voter_set_from_its_log_and_snapshot() {
         "the set recovered from the snapshot header"
     );
     net.heal_all();
+    for n in &nodes {
+        n.node.shutdown().await;
+    }
+}
+
+/// Goal: an add that times out is reported as "may still complete", and it does (protocol.md
+/// 4.2: an add that times out and then completes). While it is uncommitted, a second change is
+/// refused (one at a time, tied to the log); once the held acknowledgements arrive it commits
+/// on every replica, and adding again says the replica already votes. Method (virtual time):
+/// the followers' messages to the leader are held for 1.5 s, so the voters record for {1, 2,
+/// 3, 4} reaches only the leader and node 4 (2 of the 4 it needs) before the 300 ms timeout.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn an_add_that_times_out_is_unknown_and_then_completes() {
+    use raft_core::driver::{Uncertain, WriteError};
+    use raft_core::mem::transport::Delivery;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let net = MemNetwork::new();
+    let voters: Vec<ReplicaId> = (1..=3).map(ReplicaId).collect();
+    let mut nodes = Vec::new();
+    for id in 1..=4 {
+        let mut cfg = test_config(ReplicaId(id), &voters);
+        cfg.directory = Some(dir(id));
+        // Long enough that held fetches start no election and check-quorum holds.
+        cfg.fetch_timeout = Duration::from_secs(5);
+        nodes.push(start_node(&net, cfg).await);
+    }
+    let leader = wait_for_leader(&nodes[..3], None).await;
+    let l_id = nodes[leader].node.id();
+    for i in 0..10u32 {
+        nodes[leader]
+            .node
+            .write(Bytes::from(format!("w{i}")))
+            .await
+            .expect("three voters commit");
+    }
+    let hold = Arc::new(AtomicBool::new(true));
+    let held = hold.clone();
+    net.set_link_model(Arc::new(move |from, to| {
+        if held.load(Ordering::SeqCst) && to == l_id && from.0 <= 3 && from != l_id {
+            Delivery::After(Duration::from_millis(1_500))
+        } else {
+            Delivery::After(Duration::ZERO)
+        }
+    }));
+    let add = VoterChange::Add {
+        id: ReplicaId(4),
+        directory: dir(4),
+        endpoint: "node-4".into(),
+    };
+    // Node 4 is not held: once it has caught up, the add is accepted and then waits.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let timed_out = loop {
+        match nodes[leader]
+            .node
+            .change_voters(add.clone(), Duration::from_millis(300))
+            .await
+        {
+            Err(VoterChangeError::Refused(MembershipError::NotCaughtUp { .. })) => {
+                assert!(tokio::time::Instant::now() < deadline, "4 never caught up");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => break other,
+        }
+    };
+    assert!(
+        matches!(
+            timed_out,
+            Err(VoterChangeError::NotConfirmed(WriteError::Unknown(
+                Uncertain::TimedOut
+            )))
+        ),
+        "{timed_out:?}"
+    );
+    let second = VoterChange::Remove {
+        id: ReplicaId(4),
+        directory: Some(dir(4)),
+    };
+    let refused = nodes[leader]
+        .node
+        .change_voters(second, Duration::from_millis(300))
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(VoterChangeError::Refused(
+                MembershipError::ChangeInProgress { .. }
+            ))
+        ),
+        "a second change waits for the first: {refused:?}"
+    );
+    hold.store(false, Ordering::SeqCst);
+    let four = [(1, None), (2, None), (3, None), (4, Some(dir(4)))];
+    // In force everywhere at once (the set in the log, committed or not) ...
+    for n in &nodes {
+        wait_for_set(n, &four).await;
+    }
+    // ... and committed once the held acknowledgements arrive: until then a new change is
+    // refused as in progress, after that adding 4 again says it already votes.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let again = loop {
+        match nodes[leader]
+            .node
+            .change_voters(add.clone(), Duration::from_secs(1))
+            .await
+        {
+            Err(VoterChangeError::Refused(MembershipError::ChangeInProgress { .. })) => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the add never committed"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => break other,
+        }
+    };
+    assert!(
+        matches!(
+            again,
+            Err(VoterChangeError::Refused(MembershipError::Invalid(
+                raft_core::voters::VoterSetError::Duplicate(ReplicaId(4))
+            )))
+        ),
+        "the add completed: {again:?}"
+    );
     for n in &nodes {
         n.node.shutdown().await;
     }
