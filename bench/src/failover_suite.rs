@@ -23,8 +23,9 @@ use raft_core::{Config, ReplicaId};
 use serde_json::json;
 use tokio::task::JoinSet;
 
-use crate::cluster_suite::{error_figure, node_binary, ProcCluster, Timers};
+use crate::cluster_suite::error_figure;
 use crate::core_suite::{leader, member, Member};
+use crate::proc_cluster::{node_binary, ProcCluster, Timers};
 use crate::resp_load::Conn;
 use crate::{Figure, Size};
 

@@ -21,6 +21,8 @@
 //!   `redis-server` baseline with `appendfsync always` when one is installed.
 //! * `failover`: kill -9 of the leader to the first successful write (real processes), and the
 //!   leader changes a rejoining partitioned follower causes with pre-vote on and off.
+//! * `membership`: adding a new machine as a voter, and replacing a voter whose disk was lost,
+//!   on real processes, step by step, with the longest write stall each causes.
 //!
 //! `raft-bench sweep redb|fjall name=v1,v2 ...` is apart from the suites: the storage option
 //! sweeps behind each backend's defaults (see `storage_sweep`).
@@ -38,7 +40,9 @@ mod charts;
 mod cluster_suite;
 mod core_suite;
 mod failover_suite;
+mod membership_suite;
 mod openraft;
+mod proc_cluster;
 mod reads_suite;
 mod resp_load;
 mod snapshot_suite;
@@ -141,14 +145,13 @@ fn main() {
             "--quick" => quick = true,
             "--check" => check = true,
             "--json" => json_out = it.next().cloned(),
-            "storage" | "core" | "snapshot" | "reads" | "transport" | "cluster" | "failover" => {
-                suites.push(a.clone())
-            }
+            "storage" | "core" | "snapshot" | "reads" | "transport" | "cluster" | "failover"
+            | "membership" => suites.push(a.clone()),
             other => {
                 eprintln!(
                     "raft-bench: unknown argument {other:?}; usage: raft-bench [storage] [core] \
-                     [snapshot] [reads] [transport] [cluster] [failover] [--quick] [--check] \
-                     [--json FILE]"
+                     [snapshot] [reads] [transport] [cluster] [failover] [membership] [--quick] \
+                     [--check] [--json FILE]"
                 );
                 std::process::exit(2);
             }
@@ -163,6 +166,7 @@ fn main() {
             "transport",
             "cluster",
             "failover",
+            "membership",
         ]
         .map(String::from)
         .into();
@@ -180,6 +184,7 @@ fn main() {
             "transport" => transport_suite::run(size),
             "cluster" => cluster_suite::run(size),
             "failover" => failover_suite::run(size),
+            "membership" => membership_suite::run(size),
             _ => snapshot_suite::run(size),
         };
         for f in &got {

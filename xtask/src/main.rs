@@ -7,10 +7,10 @@
 //!   `--planted NAME --expect-catch` plants one bug and succeeds at its first catching seed. A failing seed prints the one command that replays it. With `--driver`,
 //!   the driver simulator (`raft-dsim`: the real driver on virtual time) instead, which also
 //!   takes `--sessions C`, `--secs T` and `--lease`.
-//! * `bench [storage] [core] [snapshot] [reads] [transport] [cluster] [failover] [--quick]
-//!   [--json FILE]`: the performance harness (`raft-bench`, release build); figures go to stdout
-//!   and, by default, to `target/bench/results.json`. The release `raft-node` binary is built
-//!   first: the cluster and failover suites run it as separate processes.
+//! * `bench [storage] [core] [snapshot] [reads] [transport] [cluster] [failover] [membership]
+//!   [--quick] [--json FILE]`: the performance harness (`raft-bench`, release build); figures go
+//!   to stdout and, by default, to `target/bench/results.json`. The release `raft-node` binary is
+//!   built first: the cluster, failover and membership suites run it as separate processes.
 //! * `fuzz [TARGET...] [--secs N] [--cmin]`: the libFuzzer targets in `fuzz/` (nightly and
 //!   cargo-fuzz; says which is missing), each for N seconds (default 60), growing the corpus
 //!   in `fuzz/corpus/`; `--cmin` minimises the corpus instead, `--smoke` runs the smoke step of
