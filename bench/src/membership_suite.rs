@@ -1,4 +1,4 @@
-//! Voter changes on real processes (three `raft-node` voters, fjall, fsync on, QUIC on
+//! Voter changes on real processes (three `raft-node` voters, fjall and redb, fsync on, QUIC on
 //! loopback), timed step by step as an operator runs them (`raft-node/README.md`, "Changing
 //! the voters"), while a client keeps writing through the leader:
 //!
@@ -33,10 +33,18 @@ pub fn run(size: Size) -> Vec<Figure> {
         Ok(rt) => rt,
         Err(e) => return vec![error_figure("membership", "runtime", e.to_string())],
     };
-    match rt.block_on(measure(size)) {
-        Ok(figures) => figures,
-        Err(e) => vec![error_figure("membership", "add and replace", e)],
+    let mut out = Vec::new();
+    for storage in ["fjall", "redb"] {
+        match rt.block_on(measure(size, storage)) {
+            Ok(figures) => out.extend(figures),
+            Err(e) => out.push(error_figure(
+                "membership",
+                &format!("add and replace ({storage})"),
+                e,
+            )),
+        }
     }
+    out
 }
 
 /// Milliseconds since `t`, to a tenth.
@@ -44,15 +52,15 @@ fn ms_since(t: Instant) -> f64 {
     (t.elapsed().as_secs_f64() * 10_000.0).round() / 10.0
 }
 
-async fn measure(size: Size) -> Result<Vec<Figure>, String> {
+async fn measure(size: Size, storage: &str) -> Result<Vec<Figure>, String> {
     let bin = node_binary()?;
     let keys = size.pick(50_000, 1_000);
     let mut cluster =
-        ProcCluster::start_with_joiners(&bin, "fjall", Timers::NODE_DEFAULTS, 1).await?;
+        ProcCluster::start_with_joiners(&bin, storage, Timers::NODE_DEFAULTS, 1).await?;
     let leader = cluster.wait_leader().await?;
     resp_load::preload(cluster.port(leader), keys, 256).await?;
     let params = json!({
-        "voters_before": 3, "storage": "fjall", "fsync": true,
+        "voters_before": 3, "storage": storage, "fsync": true,
         "preloaded_keys": keys, "value_bytes": 256,
     });
     let writer = Writer::start(cluster.port(leader));

@@ -241,3 +241,130 @@ fn a_machine_no_configuration_names_joins_and_its_vote_elects_a_leader() {
         all_keys_on(&c, id, n);
     }
 }
+
+/// What the background client saw while the voters changed.
+#[derive(Default)]
+struct Traffic {
+    /// Keys whose SET was answered `+OK`.
+    acknowledged: Vec<u32>,
+    /// Reads of an acknowledged key, and those that did not return its value.
+    reads: u32,
+    failed_reads: Vec<String>,
+}
+
+/// Goal (issue: the end-to-end acceptance of online membership): a cluster grows from one
+/// node to three and to five and shrinks back to three while a client writes, then a voter is
+/// killed with SIGKILL, its directory wiped, and it is replaced by the documented steps; no
+/// acknowledged write is lost and reads are served throughout. Method: node 1 starts alone (a
+/// one-voter cluster), nodes 2 to 5 are machines it was not configured with; one thread
+/// writes through node 1 (the leader throughout: only followers are removed or killed) and
+/// reads the latest acknowledged key back through node 1 and, once it votes, node 3 (neither
+/// is ever stopped): every such read must return the value written. At the end every
+/// acknowledged key is read on every voter.
+#[test]
+fn grows_one_three_five_shrinks_to_three_and_replaces_a_lost_voter_while_a_client_writes() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    let mut c = Cluster::prepare_with_joiners(1, 4, "");
+    c.restart_all();
+    c.wait_for_writes_everywhere();
+    let traffic = Arc::new(Mutex::new(Traffic::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let node3_votes = Arc::new(AtomicBool::new(false));
+    let (p1, p3) = (c.port(1), c.port(3));
+    let client = {
+        let (traffic, stop, node3_votes) = (traffic.clone(), stop.clone(), node3_votes.clone());
+        std::thread::spawn(move || {
+            let mut writer = crate::harness::Client::connect(p1).unwrap();
+            let mut readers = [p1, p3].map(|p| crate::harness::Client::connect(p).unwrap());
+            let mut n = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let (k, v) = (format!("m{n}"), format!("v{n}"));
+                match writer.cmd(&["SET", &k, &v]) {
+                    Value::Simple(s) if s == "OK" => traffic.lock().unwrap().acknowledged.push(n),
+                    // TRYAGAIN: nothing applied; anything else is not counted as written.
+                    _ => {}
+                }
+                let latest = traffic.lock().unwrap().acknowledged.last().copied();
+                if let Some(m) = latest {
+                    let with_node3 = node3_votes.load(Ordering::Relaxed);
+                    for r in readers.iter_mut().take(if with_node3 { 2 } else { 1 }) {
+                        let got = r.cmd(&["GET", &format!("m{m}")]);
+                        let mut t = traffic.lock().unwrap();
+                        t.reads += 1;
+                        if got != Value::bulk(&format!("v{m}")) {
+                            t.failed_reads.push(format!("m{m}: {got:?}"));
+                        }
+                    }
+                }
+                n += 1;
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        })
+    };
+    let acknowledged = |t: &Mutex<Traffic>| t.lock().unwrap().acknowledged.len();
+    let progress = |what: &str| {
+        let before = acknowledged(&traffic);
+        wait_until(&format!("writes to go on after {what}"), || {
+            acknowledged(&traffic) >= before + 20
+        });
+    };
+    let expect_voters = |c: &Cluster, on: &[u32], want: &[u32]| {
+        for id in on {
+            wait_until(&format!("node {id} to act on {want:?}"), || {
+                voter_ids(c, *id) == want
+            });
+        }
+    };
+    // 1 -> 3 -> 5.
+    for (id, want) in [
+        (2, &[1, 2][..]),
+        (3, &[1, 2, 3]),
+        (4, &[1, 2, 3, 4]),
+        (5, &[1, 2, 3, 4, 5]),
+    ] {
+        change(&c, &["RAFT", "ADD-VOTER", &id.to_string()]);
+        expect_voters(&c, &[1, id], want);
+        if id == 3 {
+            node3_votes.store(true, Ordering::Relaxed);
+        }
+        progress(&format!("adding {id}"));
+    }
+    expect_voters(&c, &[1, 2, 3, 4, 5], &[1, 2, 3, 4, 5]);
+    // 5 -> 3.
+    for (id, want) in [(5, &[1, 2, 3, 4][..]), (4, &[1, 2, 3])] {
+        change(&c, &["RAFT", "REMOVE-VOTER", &id.to_string()]);
+        expect_voters(&c, &[1, 2, 3], want);
+        progress(&format!("removing {id}"));
+    }
+    // Node 2's disk is lost: SIGKILL, wipe, remove its old key, start it empty, add it again.
+    c.kill(2);
+    c.wipe(2);
+    change(&c, &["RAFT", "REMOVE-VOTER", "2"]);
+    expect_voters(&c, &[1, 3], &[1, 3]);
+    progress("removing the lost voter");
+    c.start_one(2);
+    change(&c, &["RAFT", "ADD-VOTER", "2"]);
+    expect_voters(&c, &[1, 2, 3], &[1, 2, 3]);
+    progress("replacing the lost voter");
+    stop.store(true, Ordering::Relaxed);
+    client.join().expect("the client thread");
+    let t = traffic.lock().unwrap();
+    assert!(
+        t.failed_reads.is_empty(),
+        "reads that failed: {:?}",
+        t.failed_reads
+    );
+    assert!(t.reads >= 100, "only {} reads", t.reads);
+    for id in [1, 2, 3] {
+        let mut client = c.client(id);
+        for n in &t.acknowledged {
+            assert_eq!(
+                client.cmd(&["GET", &format!("m{n}")]),
+                Value::bulk(&format!("v{n}")),
+                "acknowledged m{n} on node {id}"
+            );
+        }
+    }
+}
