@@ -571,3 +571,55 @@ fn a_removed_voter_stranded_in_a_later_epoch_is_taken_back() {
         c.trace()
     );
 }
+
+#[test]
+fn begin_quorum_epoch_for_another_directory_changes_nothing() {
+    // Goal: KIP-853's receiver check on BeginQuorumEpoch. A leader whose set names this id
+    // with a previous directory (the disk was replaced) is not this replica's leader: the
+    // request is answered WrongReceiver and the replica neither adopts the epoch nor follows.
+    // Method: one replica's core by hand, the request aimed at another directory, then at its
+    // own, which it accepts (the control).
+    use raft_core::io::LogState;
+    use raft_core::message::{BeginQuorumEpochRequest, ErrorCode, Request, RequestId, Response};
+    use raft_core::protocol::{Input, Outgoing, Outputs, Replica, VoterHistory};
+    use raft_core::{Config, DirectoryId, Epoch, Instant, Role};
+
+    let mut cfg = Config::new(ReplicaId(3), [ReplicaId(1), ReplicaId(2), ReplicaId(3)]);
+    cfg.directory = Some(DirectoryId(33));
+    let cfg = cfg.validate().unwrap();
+    let voters = VoterHistory::new(cfg.bootstrap_voters());
+    let mut r = Replica::new(cfg, None, &LogState::default(), None, voters, 7, Instant(0));
+    let begin = |directory: u128, id: u64| Input::Request {
+        from: ReplicaId(1),
+        id: RequestId(id),
+        request: Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
+            epoch: Epoch(4),
+            leader: ReplicaId(1),
+            voter: ReplicaId(3),
+            voter_directory: Some(DirectoryId(directory)),
+        }),
+    };
+    let error = |out: &Outputs| {
+        out.messages.iter().find_map(|m| match m {
+            Outgoing::Response {
+                response: Response::BeginQuorumEpoch(e),
+                ..
+            } => Some(e.error),
+            _ => None,
+        })
+    };
+    let mut out = Outputs::default();
+    r.step(Instant(1), begin(34, 1), &mut out);
+    assert_eq!(error(&out), Some(Some(ErrorCode::WrongReceiver)));
+    assert!(out.persist.is_none(), "nothing is persisted");
+    assert_eq!(r.epoch(), Epoch(0), "the epoch is not adopted");
+    assert_ne!(r.role(), Role::Follower, "it follows no one");
+    out.clear();
+    r.step(Instant(2), begin(33, 2), &mut out);
+    let (seq, state) = out.persist.take().expect("the new epoch is persisted");
+    assert_eq!((state.epoch, state.leader), (Epoch(4), Some(ReplicaId(1))));
+    out.clear();
+    r.step(Instant(3), Input::ElectionPersisted(seq), &mut out);
+    assert_eq!(r.epoch(), Epoch(4));
+    assert_eq!(r.role(), Role::Follower);
+}
