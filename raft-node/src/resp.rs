@@ -56,6 +56,25 @@ pub struct Parser {
     limits: Limits,
     /// Do not try again before the buffer holds this many bytes.
     need: usize,
+    /// The request at the front of the buffer as far as it was parsed: the next try resumes
+    /// there, so that a request arriving in many small pieces is walked once, not once per
+    /// piece (which would be quadratic in its argument count).
+    partial: Option<Partial>,
+    /// Bytes of an inline request already searched for its newline.
+    inline_searched: usize,
+    /// Work done, for tests that bound it: argument headers parsed and inline bytes searched.
+    #[cfg(test)]
+    work: usize,
+}
+
+/// A multibulk request parsed up to `pos`: its declared argument count, the ranges of the
+/// arguments complete so far and their total length.
+#[derive(Debug)]
+struct Partial {
+    count: usize,
+    pos: usize,
+    ranges: Vec<(usize, usize)>,
+    total: usize,
 }
 
 enum Step {
@@ -68,11 +87,19 @@ enum Step {
 impl Parser {
     /// A parser enforcing `limits`.
     pub fn new(limits: Limits) -> Parser {
-        Parser { limits, need: 1 }
+        Parser {
+            limits,
+            need: 1,
+            partial: None,
+            inline_searched: 0,
+            #[cfg(test)]
+            work: 0,
+        }
     }
 
     /// Takes the next complete command off the front of `buf`: `Ok(None)` when more input is
-    /// needed. Empty requests (`*0`, blank inline lines) are skipped.
+    /// needed. Empty requests (`*0`, blank inline lines) are skipped. Between calls the caller
+    /// only appends to `buf` (the parser remembers how far it got).
     pub fn next(&mut self, buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
         loop {
             if buf.len() < self.need {
@@ -90,6 +117,8 @@ impl Parser {
                 }
                 Step::Done(consumed, ranges) => {
                     self.need = 1;
+                    self.partial = None;
+                    self.inline_searched = 0;
                     let frame = buf.split_to(consumed).freeze();
                     if ranges.is_empty() {
                         continue;
@@ -102,31 +131,50 @@ impl Parser {
         }
     }
 
-    fn multibulk(&self, buf: &[u8]) -> Result<Step, ProtocolError> {
-        let Some((line_end, mut pos)) = line(buf, 0, HEADER_LINE_MAX, "multibulk length")? else {
-            return Ok(Step::Need(buf.len() + 1));
+    fn multibulk(&mut self, buf: &[u8]) -> Result<Step, ProtocolError> {
+        let mut p = match self.partial.take() {
+            Some(p) => p,
+            None => {
+                let Some((line_end, pos)) = line(buf, 0, HEADER_LINE_MAX, "multibulk length")?
+                else {
+                    return Ok(Step::Need(buf.len() + 1));
+                };
+                let count =
+                    int(&buf[1..line_end]).ok_or_else(|| err("invalid multibulk length"))?;
+                if count <= 0 {
+                    return Ok(Step::Done(pos, Vec::new()));
+                }
+                if count as u64 > self.limits.array_len_max as u64 {
+                    return Err(err(format!(
+                        "multibulk length {count} exceeds the limit of {}",
+                        self.limits.array_len_max
+                    )));
+                }
+                let count = count as usize;
+                Partial {
+                    count,
+                    pos,
+                    ranges: Vec::with_capacity(count.min(1024)),
+                    total: 0,
+                }
+            }
         };
-        let count = int(&buf[1..line_end]).ok_or_else(|| err("invalid multibulk length"))?;
-        if count <= 0 {
-            return Ok(Step::Done(pos, Vec::new()));
-        }
-        if count as u64 > self.limits.array_len_max as u64 {
-            return Err(err(format!(
-                "multibulk length {count} exceeds the limit of {}",
-                self.limits.array_len_max
-            )));
-        }
-        let count = count as usize;
-        let mut ranges = Vec::with_capacity(count.min(1024));
-        let mut total = 0usize;
-        for _ in 0..count {
+        while p.ranges.len() < p.count {
+            let pos = p.pos;
             if pos >= buf.len() {
-                return Ok(Step::Need(pos + 1));
+                let need = pos + 1;
+                self.partial = Some(p);
+                return Ok(Step::Need(need));
             }
             if buf[pos] != b'$' {
                 return Err(err(format!("expected '$', got '{}'", printable(buf[pos]))));
             }
+            #[cfg(test)]
+            {
+                self.work += 1;
+            }
             let Some((line_end, next)) = line(buf, pos, HEADER_LINE_MAX, "bulk length")? else {
+                self.partial = Some(p);
                 return Ok(Step::Need(buf.len() + 1));
             };
             let len = int(&buf[pos + 1..line_end]).ok_or_else(|| err("invalid bulk length"))?;
@@ -137,8 +185,7 @@ impl Parser {
                 )));
             }
             let len = len as usize;
-            total += len;
-            if total > self.limits.request_bytes_max {
+            if p.total + len > self.limits.request_bytes_max {
                 return Err(err(format!(
                     "request larger than the limit of {} bytes",
                     self.limits.request_bytes_max
@@ -146,23 +193,33 @@ impl Parser {
             }
             let (start, end) = (next, next + len);
             if buf.len() < end + 2 {
+                // The header is parsed again once the data is in: one header, not all.
+                self.partial = Some(p);
                 return Ok(Step::Need(end + 2));
             }
             if &buf[end..end + 2] != b"\r\n" {
                 return Err(err("bulk string not followed by CRLF"));
             }
-            ranges.push((start, end));
-            pos = end + 2;
+            p.total += len;
+            p.ranges.push((start, end));
+            p.pos = end + 2;
         }
-        Ok(Step::Done(pos, ranges))
+        Ok(Step::Done(p.pos, p.ranges))
     }
 
-    fn inline(&self, buf: &[u8]) -> Result<Step, ProtocolError> {
+    fn inline(&mut self, buf: &[u8]) -> Result<Step, ProtocolError> {
         let max = self.limits.inline_bytes_max;
-        let Some(nl) = buf.iter().take(max + 1).position(|&b| b == b'\n') else {
+        let from = self.inline_searched.min(buf.len());
+        let window = &buf[from..buf.len().min(max + 1)];
+        #[cfg(test)]
+        {
+            self.work += window.len();
+        }
+        let Some(nl) = window.iter().position(|&b| b == b'\n').map(|i| from + i) else {
             if buf.len() > max {
                 return Err(err(format!("inline request longer than {max} bytes")));
             }
+            self.inline_searched = buf.len();
             return Ok(Step::Need(buf.len() + 1));
         };
         let end = if nl > 0 && buf[nl - 1] == b'\r' {
@@ -648,6 +705,36 @@ mod tests {
         }
         assert_eq!(got.len(), 2);
         assert_eq!(got[0][2], Bytes::from("hello"));
+    }
+
+    #[test]
+    fn a_request_arriving_in_small_pieces_is_walked_once() {
+        // 3,000 one-byte arguments sent one byte at a time: each argument header is parsed
+        // about once (plus one retry per arrival at most), not once per arrival for every
+        // argument before it; an inline request is searched once for its newline.
+        let args = 3_000;
+        let mut input = format!("*{args}\r\n").into_bytes();
+        for _ in 0..args {
+            input.extend_from_slice(b"$1\r\nx\r\n");
+        }
+        input.extend_from_slice(&[b'a'; 5_000]);
+        input.extend_from_slice(b" b\r\n");
+        let mut p = Parser::new(Limits::default());
+        let mut buf = BytesMut::new();
+        let mut got = Vec::new();
+        for &b in input.iter() {
+            buf.put_u8(b);
+            while let Some(cmd) = p.next(&mut buf).unwrap() {
+                got.push(cmd.len());
+            }
+        }
+        assert_eq!(got, vec![args, 2]);
+        assert!(
+            p.work <= 2 * input.len(),
+            "work {} for {} bytes",
+            p.work,
+            input.len()
+        );
     }
 
     #[test]
