@@ -1,12 +1,17 @@
-//! What the node tells about itself: `INFO` and its sections, `ROLE`, `RAFT STATUS` and
-//! `RAFT DESCRIBE`, built from the driver's status and the server's counters.
+//! What the node tells about itself: `INFO` and its sections, `ROLE`, `RAFT STATUS`,
+//! `RAFT DESCRIBE` and `CONFIG GET`, built from the driver's status, the server's counters and
+//! the node's configuration.
 
 use std::sync::atomic::Ordering;
 
 use raft_core::protocol::Status;
 use raft_core::{ReplicaId, Role};
 
+use bytes::Bytes;
+
 use crate::commands::Conn;
+use crate::config::NodeConfig;
+use crate::kv::glob_match;
 use crate::resp::Reply;
 use crate::server::{now_ms, Server};
 
@@ -63,6 +68,13 @@ impl Server {
         }
         if want("replication") {
             s += &self.replication_section(conn, st);
+        }
+        // As in Redis, only asked for by name or with `all`/`everything`, not by default.
+        let everything = sections
+            .iter()
+            .any(|s| matches!(s.as_str(), "all" | "everything" | "commandstats"));
+        if everything {
+            s += &self.stats.section();
         }
         if want("keyspace") {
             s += &format!("# Keyspace\r\ndb0:keys={}\r\n", self.kv.dbsize(now_ms()));
@@ -224,6 +236,112 @@ impl Server {
     }
 }
 
+/// `CONFIG GET pattern...`: every setting whose name matches one of the globs (without regard
+/// to case, as Redis), once each, in [`settings`] order; none for a pattern that matches
+/// nothing.
+pub(crate) fn config_get(cfg: &NodeConfig, patterns: &[Bytes]) -> Reply {
+    let patterns: Vec<Vec<u8>> = patterns.iter().map(|p| p.to_ascii_lowercase()).collect();
+    let pairs = settings(cfg)
+        .into_iter()
+        .filter(|(name, _)| patterns.iter().any(|p| glob_match(p, name.as_bytes())))
+        .map(|(name, value)| (Reply::bulk(name), Reply::bulk(value)))
+        .collect();
+    Reply::Map(pairs)
+}
+
+/// The settings `CONFIG GET` answers: Redis's names for what tools ask (with the values that
+/// are true of this node: no persistence of Redis's kinds, one database, no memory limit, no
+/// idle timeout), then the node's own settings under their configuration-file names. The
+/// password is not shown.
+pub(crate) fn settings(cfg: &NodeConfig) -> Vec<(&'static str, String)> {
+    let ms = |d: std::time::Duration| d.as_millis().to_string();
+    let client = cfg.listen_client;
+    // With TLS on the client port, Redis reports it as `tls-port` and `port` as 0.
+    let (port, tls_port) = match cfg.client.tls {
+        Some(_) => (0, client.port()),
+        None => (client.port(), 0),
+    };
+    let limits = &cfg.client.limits;
+    vec![
+        ("bind", client.ip().to_string()),
+        ("port", port.to_string()),
+        ("tls-port", tls_port.to_string()),
+        ("maxclients", cfg.client.connections_max.to_string()),
+        ("proto-max-bulk-len", limits.bulk_bytes_max.to_string()),
+        ("timeout", "0".into()),
+        ("save", String::new()),
+        ("appendonly", "no".into()),
+        ("databases", "1".into()),
+        ("maxmemory", "0".into()),
+        ("dir", cfg.data_dir.display().to_string()),
+        ("cluster_id", cfg.cluster_id.clone()),
+        ("replica_id", cfg.id.0.to_string()),
+        ("data_dir", cfg.data_dir.display().to_string()),
+        ("storage", cfg.storage.name().into()),
+        ("listen.peer", cfg.listen_peer.to_string()),
+        ("listen.client", client.to_string()),
+        (
+            "listen.metrics",
+            cfg.listen_metrics.map_or(String::new(), |a| a.to_string()),
+        ),
+        (
+            "timers.election_timeout_ms",
+            ms(cfg.timers.election_timeout),
+        ),
+        ("timers.fetch_timeout_ms", ms(cfg.timers.fetch_timeout)),
+        ("timers.fetch_max_wait_ms", ms(cfg.timers.fetch_max_wait)),
+        ("timers.request_timeout_ms", ms(cfg.timers.request_timeout)),
+        ("timers.write_timeout_ms", ms(cfg.timers.write_timeout)),
+        (
+            "timers.shutdown_timeout_ms",
+            ms(cfg.timers.shutdown_timeout),
+        ),
+        (
+            "snapshot.after_records",
+            cfg.snapshot.after_records.to_string(),
+        ),
+        ("snapshot.after_bytes", cfg.snapshot.after_bytes.to_string()),
+        (
+            "snapshot.after_secs",
+            cfg.snapshot.after_time.as_secs().to_string(),
+        ),
+        (
+            "snapshot.log_retention",
+            cfg.snapshot.log_retention.to_string(),
+        ),
+        ("snapshot.chunk_bytes", cfg.snapshot.chunk_bytes.to_string()),
+        (
+            "lease.enabled",
+            if cfg.lease.enabled { "yes" } else { "no" }.into(),
+        ),
+        ("lease.drift_margin_ms", ms(cfg.lease.drift_margin)),
+        ("client.read_mode", cfg.client.read_mode.name().into()),
+        ("client.bulk_bytes_max", limits.bulk_bytes_max.to_string()),
+        ("client.array_len_max", limits.array_len_max.to_string()),
+        (
+            "client.inline_bytes_max",
+            limits.inline_bytes_max.to_string(),
+        ),
+        (
+            "client.request_bytes_max",
+            limits.request_bytes_max.to_string(),
+        ),
+        (
+            "client.connections_max",
+            cfg.client.connections_max.to_string(),
+        ),
+        (
+            "client.tls",
+            if cfg.client.tls.is_some() {
+                "yes"
+            } else {
+                "no"
+            }
+            .into(),
+        ),
+    ]
+}
+
 /// The process's resident set size in bytes (Linux `/proc/self/statm`; 0 elsewhere).
 fn resident_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
@@ -238,4 +356,71 @@ fn resident_bytes() -> u64 {
 
 fn ids<'a>(it: impl Iterator<Item = &'a ReplicaId>) -> String {
     it.map(|i| i.0.to_string()).collect::<Vec<_>>().join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::FileConfig;
+
+    fn cfg() -> NodeConfig {
+        let text = r#"
+            cluster_id = "c1"
+            replica_id = 1
+            data_dir = "d"
+            [tls]
+            ca_cert = "ca.pem"
+            cert = "n.pem"
+            key = "n.key"
+            [[voters]]
+            id = 1
+            peer = "127.0.0.1:7101"
+            client = "127.0.0.1:7001"
+        "#;
+        FileConfig::parse(text).unwrap().check().unwrap()
+    }
+
+    fn names(r: Reply) -> Vec<String> {
+        let Reply::Map(pairs) = r else {
+            panic!("{r:?}")
+        };
+        pairs
+            .into_iter()
+            .map(|(k, _)| match k {
+                Reply::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    fn get(cfg: &NodeConfig, patterns: &[&str]) -> Vec<String> {
+        let p: Vec<Bytes> = patterns
+            .iter()
+            .map(|p| Bytes::copy_from_slice(p.as_bytes()))
+            .collect();
+        names(config_get(cfg, &p))
+    }
+
+    #[test]
+    fn config_get_matches_globs_over_every_setting_once() {
+        let cfg = cfg();
+        assert_eq!(get(&cfg, &["*"]).len(), settings(&cfg).len());
+        assert_eq!(get(&cfg, &["PORT"]), ["port"], "names match in any case");
+        assert_eq!(get(&cfg, &["?ort", "port", "p*t"]), ["port"], "each once");
+        assert_eq!(
+            get(&cfg, &["[bd]*"]),
+            ["bind", "databases", "dir", "data_dir"]
+        );
+        assert_eq!(get(&cfg, &["[^a-z]*"]), Vec::<String>::new());
+        assert_eq!(
+            get(&cfg, &["lease.*"]),
+            ["lease.enabled", "lease.drift_margin_ms"]
+        );
+        assert!(get(&cfg, &["nosuch", "x?"]).is_empty());
+        assert!(get(&cfg, &["requirepass"]).is_empty());
+        let Reply::Map(pairs) = config_get(&cfg, &[Bytes::from_static(b"port")]) else {
+            unreachable!()
+        };
+        assert_eq!(pairs[0].1, Reply::bulk("7001"));
+    }
 }

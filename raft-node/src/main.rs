@@ -12,6 +12,8 @@ compile_error!(
 compile_error!("raft-node needs a transport: enable feature `transport-quic`");
 
 mod certs;
+mod clients;
+mod cmdstats;
 mod commands;
 mod dev;
 mod http;
@@ -23,6 +25,7 @@ mod metrics;
 mod multi;
 mod node;
 mod server;
+mod wait;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -19,7 +19,7 @@ use crate::resp::Reply;
 /// Commands that act on the connection or the node rather than the data: not queued.
 const NOT_IN_MULTI: &[&str] = &[
     "auth", "hello", "readmode", "client", "quit", "select", "info", "raft", "role", "command",
-    "config", "keys", "scan",
+    "config", "keys", "scan", "wait", "memory",
 ];
 
 /// Plans one request, inside or outside a transaction.
@@ -106,7 +106,7 @@ fn queue(conn: &mut Conn, ctx: &Context<'_>, name: &str, args: &[Bytes]) -> Plan
         },
         Plan::Reply(Reply::Error(e)) => return refuse(conn, Reply::Error(e)),
         Plan::Reply(r) => TxOp::Reply(r.to_bytes()),
-        Plan::Close(_) | Plan::Admin(_) => {
+        Plan::Close(_) | Plan::Admin(_) | Plan::Local(_) => {
             return refuse(
                 conn,
                 Reply::err(format!(

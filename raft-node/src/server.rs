@@ -23,12 +23,15 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
-use crate::commands::{AdminOp, Conn, Context, Plan, ReadOp};
+use crate::clients::{ClientEntry, Clients};
+use crate::cmdstats::{CommandStats, Outcome};
+use crate::commands::{AdminOp, Conn, Context, LocalOp, Plan, ReadOp};
 use crate::config::{NodeConfig, ReadMode};
 use crate::kv::{self, Kv};
 use crate::metrics::NodeMetrics;
 use crate::multi;
 use crate::resp::{Parser, Proto, Reply};
+use crate::wait::LastWrite;
 
 /// How long a client may take to complete its TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -141,6 +144,35 @@ pub struct Server {
     /// here names (the endpoint `RAFT ADD-VOTER` records for them).
     pub(crate) transport: Option<Arc<raft_transport_quic::QuicTransport>>,
     pub(crate) metrics: Arc<NodeMetrics>,
+    /// The live connections (`CLIENT LIST`, `CLIENT KILL`).
+    pub(crate) clients: Arc<Clients>,
+    /// Per-command counters (`INFO commandstats`).
+    pub(crate) stats: CommandStats,
+}
+
+/// What the server keeps per connection besides [`Conn`]: its write session, what it knows of
+/// its last write (`WAIT`), and its entry in the registry.
+struct Link {
+    session: WriteSession,
+    last_write: LastWrite,
+    entry: Arc<ClientEntry>,
+}
+
+/// Whether a reply reports an error (a state machine answer starts with `-` then).
+fn is_error(r: &Reply) -> bool {
+    match r {
+        Reply::Error(_) => true,
+        Reply::Raw(b) => b.first() == Some(&b'-'),
+        _ => false,
+    }
+}
+
+fn outcome_of(r: &Reply) -> Outcome {
+    if is_error(r) {
+        Outcome::Failed
+    } else {
+        Outcome::Ok
+    }
 }
 
 /// Counts one in-flight operation on a gauge for as long as it lives (also when the future
@@ -201,6 +233,8 @@ impl Server {
             next_conn: AtomicU64::new(1),
             commands_processed: AtomicU64::new(0),
             transport: None,
+            clients: Arc::new(Clients::default()),
+            stats: CommandStats::new(crate::commands::command_names()),
         }
     }
 
@@ -230,17 +264,18 @@ impl Server {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
                         let _ = stream.set_nodelay(true);
+                        let local = stream.local_addr().unwrap_or(self.client_addr);
                         let server = self.clone();
                         let stop = stop.clone();
                         let tls = tls.clone();
                         conns.spawn(async move {
                             let Some(tls) = tls else {
-                                return server.serve(stream, stop).await;
+                                return server.serve(stream, peer, local, stop).await;
                             };
                             // A client that does not speak TLS (or too slowly) is dropped here:
                             // nothing it sent reaches the RESP parser.
                             match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
-                                Ok(Ok(stream)) => server.serve(stream, stop).await,
+                                Ok(Ok(stream)) => server.serve(stream, peer, local, stop).await,
                                 Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                                 Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                             }
@@ -256,12 +291,16 @@ impl Server {
             }
         }
         drop(listener);
+        // Ends the waits that only a kill ends (`WAIT 0`); the others end with `stop`.
+        self.clients.kill_all();
         while conns.join_next().await.is_some() {}
     }
 
     async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
         mut stream: S,
+        peer: SocketAddr,
+        local: SocketAddr,
         mut stop: watch::Receiver<bool>,
     ) {
         let Ok(_permit) = self.connections.clone().try_acquire_owned() else {
@@ -279,9 +318,15 @@ impl Server {
             multi_failed: false,
             watched: Vec::new(),
         };
+        let registration = self.clients.register(conn.id, peer, local);
         // The connection's writes take effect in the order sent, also across pipelines whose
         // outcome was unknown (see `WriteSession`).
-        let mut session = WriteSession::new();
+        let mut link = Link {
+            session: WriteSession::new(),
+            last_write: LastWrite::None,
+            entry: registration.entry.clone(),
+        };
+        let entry = registration.entry.clone();
         let mut parser = Parser::new(self.cfg.client.limits);
         let mut input = BytesMut::with_capacity(16 << 10);
         let mut out = BytesMut::with_capacity(16 << 10);
@@ -299,17 +344,24 @@ impl Server {
                 }
             }
             if batch.is_empty() && fatal.is_none() {
+                if entry.is_killed() {
+                    return;
+                }
                 tokio::select! {
                     read = stream.read_buf(&mut input) => match read {
                         Ok(0) | Err(_) => return,
                         Ok(_) => continue,
                     },
                     _ = stop.changed() => return,
+                    _ = entry.killed() => return,
                 }
             }
-            let mut close = self
-                .run_batch(&mut conn, &mut session, batch, &mut out)
-                .await;
+            let mut close = self.run_batch(&mut conn, &mut link, batch, &mut out).await;
+            entry.sync(
+                conn.proto,
+                conn.name.as_ref(),
+                conn.multi.as_ref().map(Vec::len),
+            );
             if let Some(e) = fatal {
                 tracing::debug!(conn = conn.id, error = %e, "closing a connection");
                 Reply::err(e).encode(&mut out);
@@ -319,7 +371,9 @@ impl Server {
                 return;
             }
             out.clear();
-            if close {
+            // A killed connection is closed once its batch is answered (`CLIENT KILL` of
+            // itself gets its `+OK` first, as in Redis).
+            if close || entry.is_killed() {
                 let _ = stream.shutdown().await;
                 return;
             }
@@ -330,11 +384,13 @@ impl Server {
     async fn run_batch(
         &self,
         conn: &mut Conn,
-        session: &mut WriteSession,
+        link: &mut Link,
         batch: Vec<Vec<Bytes>>,
         out: &mut BytesMut,
     ) -> bool {
         let mut writes = Vec::new();
+        // The command index of each pending write, for its counters.
+        let mut write_cmds = Vec::new();
         let mut barrier_passed = false;
         self.commands_processed
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
@@ -344,67 +400,141 @@ impl Server {
                 now_ms: now_ms(),
                 lease_reads: self.cfg.lease.enabled,
             };
+            let cmd = self.stats.index(&args[0]);
+            link.entry.touch(cmd);
+            let started = std::time::Instant::now();
             let plan = multi::plan(conn, &ctx, &args);
-            if let Plan::Write(cmd) = plan {
-                writes.push(cmd);
+            if let Plan::Write(w) = plan {
+                writes.push(w);
+                write_cmds.push(cmd);
                 continue;
             }
             if !writes.is_empty() {
-                self.run_writes(session, conn.proto, std::mem::take(&mut writes), out)
+                let cmds = std::mem::take(&mut write_cmds);
+                self.run_writes(link, conn.proto, std::mem::take(&mut writes), cmds, out)
                     .await;
                 barrier_passed = false;
             }
-            match plan {
-                Plan::Write(_) => {}
-                Plan::Reply(r) => r.encode_as(out, conn.proto),
+            let reply = match plan {
+                Plan::Write(_) => continue,
+                Plan::Reply(r) => {
+                    // Refused while planning: Redis counts it as rejected, not as a call.
+                    let outcome = if is_error(&r) {
+                        Outcome::Rejected
+                    } else {
+                        Outcome::Ok
+                    };
+                    r.encode_as(out, conn.proto);
+                    self.count(cmd, started, outcome);
+                    continue;
+                }
                 Plan::Close(r) => {
                     r.encode_as(out, conn.proto);
+                    self.count(cmd, started, Outcome::Ok);
                     return true;
                 }
                 Plan::Read(ReadOp::Watch(keys)) => {
                     // The offset after the barrier covers every write acknowledged before this
                     // WATCH: only later writes abort the transaction.
-                    if !barrier_passed {
-                        match self.read_barrier(conn.read_mode).await {
-                            Ok(()) => barrier_passed = true,
-                            Err(r) => {
-                                r.encode_as(out, conn.proto);
-                                continue;
-                            }
+                    match self.barrier_once(conn.read_mode, &mut barrier_passed).await {
+                        Ok(()) => {
+                            let at = self.kv.applied().0;
+                            conn.watch(keys, at)
                         }
+                        Err(r) => r,
                     }
-                    let at = self.kv.applied().0;
-                    conn.watch(keys, at).encode_as(out, conn.proto);
                 }
                 Plan::Read(op) => {
-                    let started = std::time::Instant::now();
                     let _in_flight = InFlight::new(&self.metrics.reads_in_flight);
-                    if !barrier_passed {
-                        match self.read_barrier(conn.read_mode).await {
-                            Ok(()) => barrier_passed = true,
-                            Err(r) => {
-                                r.encode_as(out, conn.proto);
-                                continue;
-                            }
+                    match self.barrier_once(conn.read_mode, &mut barrier_passed).await {
+                        Ok(()) => {
+                            let r = self.read(op);
+                            self.metrics.observe_read(conn.read_mode, started.elapsed());
+                            r
                         }
+                        Err(r) => r,
                     }
-                    self.read(op).encode_as(out, conn.proto);
-                    self.metrics.observe_read(conn.read_mode, started.elapsed());
                 }
-                Plan::Admin(op) => {
-                    let reply = self.admin(conn, op).await;
-                    reply.encode_as(out, conn.proto);
-                }
-            }
+                Plan::Admin(op) => self.admin(conn, op).await,
+                Plan::Local(op) => self.local(conn, link, op).await,
+            };
+            reply.encode_as(out, conn.proto);
+            self.count(cmd, started, outcome_of(&reply));
         }
         if !writes.is_empty() {
-            self.run_writes(session, conn.proto, writes, out).await;
+            self.run_writes(link, conn.proto, writes, write_cmds, out)
+                .await;
         }
         false
     }
 
+    /// Counts one request of command `cmd` (if it names one) that started at `started`.
+    fn count(&self, cmd: Option<usize>, started: std::time::Instant, outcome: Outcome) {
+        if let Some(i) = cmd {
+            self.stats.record(i, started.elapsed(), outcome);
+        }
+    }
+
+    /// Passes the read barrier unless this batch already did since its last writes.
+    async fn barrier_once(&self, mode: ReadMode, passed: &mut bool) -> Result<(), Reply> {
+        if !*passed {
+            self.read_barrier(mode).await?;
+            *passed = true;
+        }
+        Ok(())
+    }
+
+    /// Answers a request from the server's own state.
+    async fn local(&self, conn: &Conn, link: &Link, op: LocalOp) -> Reply {
+        let names = |i: usize| self.stats.name(i);
+        match op {
+            LocalOp::ClientList(ids) => {
+                let mode = conn.read_mode.name();
+                let mut text = String::new();
+                for e in self.clients.list(ids.as_deref()) {
+                    // The asking connection's own state is newer than its last sync.
+                    if e.id == conn.id {
+                        e.sync(
+                            conn.proto,
+                            conn.name.as_ref(),
+                            conn.multi.as_ref().map(Vec::len),
+                        );
+                    }
+                    text += &e.line(names, mode);
+                }
+                Reply::bulk(text)
+            }
+            LocalOp::ClientInfo => {
+                let e = &link.entry;
+                e.sync(
+                    conn.proto,
+                    conn.name.as_ref(),
+                    conn.multi.as_ref().map(Vec::len),
+                );
+                Reply::bulk(e.line(names, conn.read_mode.name()))
+            }
+            LocalOp::ClientKill { filter, old_form } => {
+                let n = self.clients.kill(&filter, conn.id);
+                match (old_form, n) {
+                    (false, n) => Reply::Int(n as i64),
+                    (true, 0) => Reply::err("No such client"),
+                    (true, _) => Reply::ok(),
+                }
+            }
+            LocalOp::ConfigGet(patterns) => crate::introspection::config_get(&self.cfg, &patterns),
+            LocalOp::Wait {
+                replicas,
+                timeout_ms,
+            } => {
+                let timeout = (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms));
+                self.wait_replicas(link.last_write, replicas, timeout, &link.entry)
+                    .await
+            }
+        }
+    }
+
     /// Proposes consecutive writes of one connection together, in order, and appends their
-    /// replies in order.
+    /// replies in order; counts each under its command (`cmds`, one per write).
     ///
     /// They reach the leader as one ordered batch (also through a follower), so they apply in
     /// the order sent. A refusal refuses every later write of the batch, unproposed; when the
@@ -413,29 +543,36 @@ impl Server {
     /// unknown outcome is reported as such.
     async fn run_writes(
         &self,
-        session: &mut WriteSession,
+        link: &mut Link,
         proto: Proto,
         cmds: Vec<kv::Command>,
+        names: Vec<Option<usize>>,
         out: &mut BytesMut,
     ) {
+        let started = std::time::Instant::now();
         let ts = now_ms();
         let payloads: Vec<Bytes> = cmds.iter().map(|c| kv::encode(ts, c)).collect();
         let timeout = self.cfg.timers.write_timeout;
         let deadline = tokio::time::Instant::now() + timeout;
         let mut backoff = Duration::from_millis(10);
         let mut next = 0;
+        let mut outcomes = Vec::with_capacity(payloads.len());
         while next < payloads.len() {
-            let attempt =
-                tokio::time::timeout_at(deadline, self.propose_batch(session, &payloads[next..]));
+            let attempt = tokio::time::timeout_at(
+                deadline,
+                self.propose_batch(&mut link.session, &payloads[next..]),
+            );
             let results = match attempt.await {
                 Ok(results) => results,
                 Err(_) => {
                     // Submitted and not answered in time: every write left is unknown.
+                    link.last_write.uncertain();
                     for _ in next..payloads.len() {
-                        self.write_reply(Err(WriteFailure::Timeout(timeout)))
-                            .encode_as(out, proto);
+                        let r = self.write_reply(Err(WriteFailure::Timeout(timeout)));
+                        r.encode_as(out, proto);
+                        outcomes.push(Outcome::Failed);
                     }
-                    return;
+                    break;
                 }
             };
             // Replies up to the start of a retriable refused suffix are final.
@@ -447,7 +584,20 @@ impl Server {
                 retry_from < results.len() && tokio::time::Instant::now() + backoff < deadline;
             let settled = if retry { retry_from } else { results.len() };
             for r in results.into_iter().take(settled) {
-                self.write_reply(r).encode_as(out, proto);
+                let r = match r {
+                    Ok((offset, response)) => {
+                        link.last_write.committed(offset);
+                        Ok(response)
+                    }
+                    Err(f @ (WriteFailure::Timeout(_) | WriteFailure::Unknown(_))) => {
+                        link.last_write.uncertain();
+                        Err(f)
+                    }
+                    Err(f) => Err(f),
+                };
+                let reply = self.write_reply(r);
+                reply.encode_as(out, proto);
+                outcomes.push(outcome_of(&reply));
             }
             next += settled;
             if retry {
@@ -455,14 +605,22 @@ impl Server {
                 backoff = (backoff * 2).min(Duration::from_millis(200));
             }
         }
+        // Writes proposed together waited together: each is counted a share of the time.
+        let share = started.elapsed() / payloads.len().max(1) as u32;
+        for (cmd, outcome) in names.into_iter().zip(outcomes) {
+            if let Some(i) = cmd {
+                self.stats.record(i, share, outcome);
+            }
+        }
     }
 
-    /// One attempt at a batch of one connection's writes, in order.
+    /// One attempt at a batch of one connection's writes, in order: each write's log offset
+    /// and response, or why it failed.
     async fn propose_batch(
         &self,
         session: &mut WriteSession,
         payloads: &[Bytes],
-    ) -> Vec<Result<Bytes, WriteFailure>> {
+    ) -> Vec<Result<(u64, Bytes), WriteFailure>> {
         let started = std::time::Instant::now();
         let _in_flight = InFlight::new(&self.metrics.proposals_in_flight);
         let results = session.write_batch(&self.node, payloads.to_vec()).await;
@@ -471,7 +629,7 @@ impl Server {
             .map(|r| match r {
                 Ok(c) => {
                     self.metrics.observe_commit(started.elapsed());
-                    Ok(c.response)
+                    Ok((c.id.offset.0, c.response))
                 }
                 Err(e) => Err(WriteFailure::from_write_error(e)),
             })
@@ -552,6 +710,10 @@ impl Server {
             return self.kv.read(&read, now);
         }
         match op {
+            ReadOp::MemoryUsage(key, samples) => self
+                .kv
+                .memory_usage(&key, samples, now)
+                .map_or(Reply::Nil, |n| Reply::Int(n as i64)),
             ReadOp::Keys(pattern) => Reply::Array(
                 self.kv
                     .keys(&pattern, now)

@@ -10,6 +10,7 @@
 
 use bytes::Bytes;
 
+use crate::clients::KillFilter;
 use crate::config::ReadMode;
 use crate::kv::{parse_f64, parse_i64, Command, ExpireCond, SetCond, TxOp, TxRead};
 use crate::resp::{Proto, Reply};
@@ -24,6 +25,7 @@ mod tests;
 mod zset;
 
 use self::args::{expire, expiry, getex, scan, set};
+pub use self::table::command_names;
 use self::table::{command, config, lookup};
 
 /// Most keys one connection may watch: the watches travel in the `EXEC` record.
@@ -91,6 +93,9 @@ pub enum ReadOp {
     /// `WATCH key...`: served after the read barrier, so that the offset it records covers
     /// every write acknowledged before it.
     Watch(Vec<Bytes>),
+    /// `MEMORY USAGE key [SAMPLES n]`: the key's estimated bytes, measuring at most `n`
+    /// elements of a collection (0: all).
+    MemoryUsage(Bytes, usize),
 }
 
 impl ReadOp {
@@ -130,6 +135,34 @@ pub enum AdminOp {
     Hello(Vec<(Reply, Reply)>),
 }
 
+/// A call the server answers from its own state (the connection registry, the node's
+/// configuration, the connection's writes), without the node's status or the map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LocalOp {
+    /// `CLIENT LIST [TYPE t] [ID id...]`: these connections (`None`: all).
+    ClientList(Option<Vec<u64>>),
+    /// `CLIENT INFO`: this connection's line.
+    ClientInfo,
+    /// `CLIENT KILL`: close the connections the filter matches; `old_form` for
+    /// `CLIENT KILL ip:port`, answered `+OK` or an error rather than a count.
+    ClientKill {
+        /// Which connections.
+        filter: KillFilter,
+        /// Whether the request had the old one-argument form.
+        old_form: bool,
+    },
+    /// `CONFIG GET pattern...`.
+    ConfigGet(Vec<Bytes>),
+    /// `WAIT numreplicas timeout`: wait until that many other replicas hold the connection's
+    /// last write, at most `timeout_ms` (0: no bound, as in Redis).
+    Wait {
+        /// How many other replicas to wait for.
+        replicas: u64,
+        /// The longest wait in milliseconds; 0 waits until the connection ends.
+        timeout_ms: u64,
+    },
+}
+
 /// What to do with one request.
 #[derive(Debug)]
 pub enum Plan {
@@ -143,6 +176,8 @@ pub enum Plan {
     Read(ReadOp),
     /// Needs the node's status.
     Admin(AdminOp),
+    /// Answered by the server from its own state.
+    Local(LocalOp),
 }
 
 /// Static facts `plan` needs.
@@ -320,8 +355,10 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
             _ => Reply::err("DB index is out of range"),
         }),
         "readmode" => Plan::Reply(readmode(conn, ctx, a)),
-        "client" => Plan::Reply(client(conn, a)),
-        "config" => Plan::Reply(config(a)),
+        "client" => client(conn, a),
+        "config" => config(a),
+        "wait" => wait(a),
+        "memory" => memory(a),
         "command" => Plan::Reply(command(a)),
         "info" => Plan::Admin(AdminOp::Info(a.iter().map(|s| lower(s)).collect())),
         "role" => Plan::Admin(AdminOp::Role),
@@ -596,25 +633,143 @@ fn readmode(conn: &mut Conn, ctx: &Context<'_>, a: &[Bytes]) -> Reply {
     }
 }
 
-fn client(conn: &mut Conn, a: &[Bytes]) -> Reply {
-    match (lower(&a[0]).as_str(), &a[1..]) {
+fn client(conn: &mut Conn, a: &[Bytes]) -> Plan {
+    let reply = match (lower(&a[0]).as_str(), &a[1..]) {
         ("id", []) => Reply::Int(conn.id as i64),
         ("setname", [name]) => {
-            conn.name = Some(name.clone());
+            // Redis's rule: one word of printable characters, so that CLIENT LIST stays
+            // parseable.
+            if name.iter().any(|b| !(b'!'..=b'~').contains(b)) {
+                return Plan::Reply(Reply::err(
+                    "Client names cannot contain spaces, newlines or special characters.",
+                ));
+            }
+            conn.name = (!name.is_empty()).then(|| name.clone());
             Reply::ok()
         }
         ("getname", []) => conn.name.clone().map_or(Reply::Nil, Reply::Bulk),
         ("setinfo", [_, _]) => Reply::ok(),
-        ("info" | "list", []) => Reply::bulk(format!(
-            "id={} name={} db=0 readmode={}\n",
-            conn.id,
-            conn.name
-                .as_deref()
-                .map(String::from_utf8_lossy)
-                .unwrap_or_default(),
-            conn.read_mode.name()
-        )),
+        ("info", []) => return Plan::Local(LocalOp::ClientInfo),
+        ("list", rest) => return client_list(rest),
+        ("kill", [addr]) => {
+            return Plan::Local(LocalOp::ClientKill {
+                filter: KillFilter {
+                    addr: Some(String::from_utf8_lossy(addr).into_owned()),
+                    ..KillFilter::default()
+                },
+                old_form: true,
+            })
+        }
+        ("kill", rest) if !rest.is_empty() => return client_kill(rest),
         _ => Reply::err("unknown CLIENT subcommand or wrong number of arguments"),
+    };
+    Plan::Reply(reply)
+}
+
+/// A client id argument: a positive integer.
+fn client_id(b: &[u8]) -> Option<u64> {
+    std::str::from_utf8(b)
+        .ok()?
+        .parse::<u64>()
+        .ok()
+        .filter(|i| *i > 0)
+}
+
+/// `CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id...]`: every connection here is
+/// a normal client.
+fn client_list(mut a: &[Bytes]) -> Plan {
+    let mut ids: Option<Vec<u64>> = None;
+    while let [opt, rest @ ..] = a {
+        match (lower(opt).as_str(), rest) {
+            ("type", [t, more @ ..]) => {
+                match lower(t).as_str() {
+                    "normal" => {}
+                    "master" | "replica" | "slave" | "pubsub" => ids = Some(Vec::new()),
+                    other => {
+                        return Plan::Reply(Reply::err(format!("Unknown client type '{other}'")))
+                    }
+                }
+                a = more;
+            }
+            ("id", list) if !list.is_empty() => {
+                let mut found = Vec::new();
+                for id in list {
+                    match client_id(id) {
+                        Some(i) => found.push(i),
+                        None => return Plan::Reply(Reply::err("Invalid client ID")),
+                    }
+                }
+                // TYPE other than normal already chose nothing.
+                if ids.is_none() {
+                    ids = Some(found);
+                }
+                a = &[];
+            }
+            _ => return Plan::Reply(syntax()),
+        }
+    }
+    Plan::Local(LocalOp::ClientList(ids))
+}
+
+/// The filter form `CLIENT KILL <filter> <value> ...` (`ID`, `ADDR`, `LADDR`, `SKIPME`).
+fn client_kill(a: &[Bytes]) -> Plan {
+    let mut filter = KillFilter {
+        skip_me: true,
+        ..KillFilter::default()
+    };
+    if !a.len().is_multiple_of(2) {
+        return Plan::Reply(syntax());
+    }
+    for pair in a.chunks_exact(2) {
+        let value = &pair[1];
+        match lower(&pair[0]).as_str() {
+            "id" => match client_id(value) {
+                Some(i) => filter.id = Some(i),
+                None => return Plan::Reply(Reply::err("client-id should be greater than 0")),
+            },
+            "addr" => filter.addr = Some(String::from_utf8_lossy(value).into_owned()),
+            "laddr" => filter.laddr = Some(String::from_utf8_lossy(value).into_owned()),
+            "skipme" => match lower(value).as_str() {
+                "yes" => filter.skip_me = true,
+                "no" => filter.skip_me = false,
+                _ => return Plan::Reply(syntax()),
+            },
+            _ => return Plan::Reply(syntax()),
+        }
+    }
+    Plan::Local(LocalOp::ClientKill {
+        filter,
+        old_form: false,
+    })
+}
+
+/// `WAIT numreplicas timeout`.
+fn wait(a: &[Bytes]) -> Plan {
+    let (Some(n), Some(t)) = (parse_i64(&a[0]), parse_i64(&a[1])) else {
+        return Plan::Reply(not_integer());
+    };
+    if t < 0 {
+        return Plan::Reply(Reply::err("timeout is negative"));
+    }
+    Plan::Local(LocalOp::Wait {
+        replicas: n.max(0) as u64,
+        timeout_ms: t as u64,
+    })
+}
+
+/// `MEMORY USAGE key [SAMPLES n]` (Redis samples 5 elements unless told).
+fn memory(a: &[Bytes]) -> Plan {
+    match (lower(&a[0]).as_str(), &a[1..]) {
+        ("usage", [key]) => Plan::Read(ReadOp::MemoryUsage(key.clone(), 5)),
+        ("usage", [key, opt, n]) if lower(opt) == "samples" => match parse_i64(n) {
+            Some(n) if n >= 0 => Plan::Read(ReadOp::MemoryUsage(key.clone(), n as usize)),
+            Some(_) => Plan::Reply(syntax()),
+            None => Plan::Reply(not_integer()),
+        },
+        ("usage", _) => Plan::Reply(syntax()),
+        _ => Plan::Reply(Reply::err(
+            "unknown MEMORY subcommand; only MEMORY USAGE key [SAMPLES n] is supported",
+        )),
     }
 }
 

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use super::lower;
+use super::{lower, LocalOp, Plan};
 use crate::resp::Reply;
 
 /// `(name, arity, flags, first key, last key, step)` as `COMMAND` reports them. A negative
@@ -76,6 +76,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     ("incrbyfloat", 3, &["write", "denyoom", "fast"], 1, 1, 1),
     ("info", -1, &["loading", "stale"], 0, 0, 0),
     ("keys", 2, &["readonly"], 0, 0, 0),
+    ("memory", -2, &["readonly"], 0, 0, 0),
     ("mget", -2, &["readonly", "fast"], 1, -1, 1),
     ("mset", -3, &["write", "denyoom"], 1, -1, 2),
     ("msetnx", -3, &["write", "denyoom"], 1, -1, 2),
@@ -125,6 +126,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         0,
         0,
     ),
+    ("wait", 3, &["noscript"], 0, 0, 0),
     (
         "watch",
         -2,
@@ -160,28 +162,24 @@ pub(super) fn command_entry(c: &CommandSpec) -> Reply {
     ])
 }
 
-/// `CONFIG GET` answers the few settings tools ask for at start (redis-benchmark asks for
-/// `save` and `appendonly`); everything else is managed through the node's own config file.
-pub(super) fn config(a: &[Bytes]) -> Reply {
-    const SETTINGS: &[(&str, &str)] = &[
-        ("save", ""),
-        ("appendonly", "no"),
-        ("databases", "1"),
-        ("maxmemory", "0"),
-    ];
+/// `CONFIG GET pattern...` is answered by the server from the node's configuration (see
+/// `introspection`); nothing can be set: the node is configured by its file.
+pub(super) fn config(a: &[Bytes]) -> Plan {
     match (lower(&a[0]).as_str(), &a[1..]) {
         ("get", patterns) if !patterns.is_empty() => {
-            let mut out = Vec::new();
-            for (k, v) in SETTINGS {
-                if patterns.iter().any(|p| &p[..] == b"*" || lower(p) == *k) {
-                    out.push((Reply::bulk(*k), Reply::bulk(*v)));
-                }
-            }
-            Reply::Map(out)
+            Plan::Local(LocalOp::ConfigGet(patterns.to_vec()))
         }
-        ("resetstat", []) => Reply::ok(),
-        _ => Reply::err("only CONFIG GET is supported; the node is configured by its file"),
+        ("resetstat", []) => Plan::Reply(Reply::ok()),
+        _ => Plan::Reply(Reply::err(
+            "only CONFIG GET is supported; the node is configured by its file",
+        )),
     }
+}
+
+/// The name of every command, in the table's order: a name's position is its index in the
+/// per-command counters (`cmdstats`).
+pub fn command_names() -> Vec<&'static str> {
+    all().map(|c| c.0).collect()
 }
 
 pub(super) fn command(a: &[Bytes]) -> Reply {

@@ -223,3 +223,125 @@ fn raft_voter_changes_parse_their_ids_and_directories() {
         );
     }
 }
+
+#[test]
+fn client_list_and_kill_take_redis_arguments() {
+    let mut c = conn(true);
+    let local = |p: Plan| match p {
+        Plan::Local(op) => op,
+        other => panic!("not answered by the server: {other:?}"),
+    };
+    assert_eq!(
+        local(run(&mut c, None, "CLIENT LIST")),
+        LocalOp::ClientList(None)
+    );
+    assert_eq!(
+        local(run(&mut c, None, "client list id 3 4")),
+        LocalOp::ClientList(Some(vec![3, 4]))
+    );
+    assert_eq!(
+        local(run(&mut c, None, "CLIENT LIST TYPE pubsub ID 3")),
+        LocalOp::ClientList(Some(vec![])),
+        "no pub/sub clients here"
+    );
+    assert_eq!(
+        reply(run(&mut c, None, "CLIENT LIST ID x")),
+        Reply::err("Invalid client ID")
+    );
+    assert_eq!(reply(run(&mut c, None, "CLIENT LIST FOO")), syntax());
+    assert_eq!(local(run(&mut c, None, "CLIENT INFO")), LocalOp::ClientInfo);
+    assert_eq!(
+        local(run(&mut c, None, "CLIENT KILL 1.2.3.4:5")),
+        LocalOp::ClientKill {
+            filter: KillFilter {
+                addr: Some("1.2.3.4:5".into()),
+                ..KillFilter::default()
+            },
+            old_form: true,
+        }
+    );
+    assert_eq!(
+        local(run(
+            &mut c,
+            None,
+            "CLIENT KILL ID 7 LADDR 1.2.3.4:5 SKIPME no"
+        )),
+        LocalOp::ClientKill {
+            filter: KillFilter {
+                id: Some(7),
+                laddr: Some("1.2.3.4:5".into()),
+                skip_me: false,
+                ..KillFilter::default()
+            },
+            old_form: false,
+        }
+    );
+    assert_eq!(reply(run(&mut c, None, "CLIENT KILL ID 7 ADDR")), syntax());
+    assert!(matches!(
+        reply(run(&mut c, None, "CLIENT KILL ID 0")),
+        Reply::Error(e) if e.contains("greater than 0")
+    ));
+    assert!(matches!(
+        reply(run(&mut c, None, "CLIENT SETNAME a\u{1}b")),
+        Reply::Error(e) if e.contains("cannot contain spaces")
+    ));
+}
+
+#[test]
+fn wait_memory_and_config_get_are_planned_with_their_arguments() {
+    let mut c = conn(true);
+    assert!(matches!(
+        run(&mut c, None, "WAIT 2 100"),
+        Plan::Local(LocalOp::Wait {
+            replicas: 2,
+            timeout_ms: 100
+        })
+    ));
+    assert_eq!(
+        reply(run(&mut c, None, "WAIT 1 -5")),
+        Reply::err("timeout is negative")
+    );
+    assert_eq!(reply(run(&mut c, None, "WAIT a 1")), not_integer());
+    assert!(matches!(
+        run(&mut c, None, "MEMORY USAGE k"),
+        Plan::Read(ReadOp::MemoryUsage(k, 5)) if &k[..] == b"k"
+    ));
+    assert!(matches!(
+        run(&mut c, None, "memory usage k SAMPLES 0"),
+        Plan::Read(ReadOp::MemoryUsage(_, 0))
+    ));
+    assert_eq!(reply(run(&mut c, None, "MEMORY USAGE k SAMPLES")), syntax());
+    assert!(matches!(
+        run(&mut c, None, "CONFIG GET a* b"),
+        Plan::Local(LocalOp::ConfigGet(p)) if p.len() == 2
+    ));
+    // None of them is queued in a transaction.
+    for line in ["WAIT 1 1", "MEMORY USAGE k", "CLIENT LIST", "CONFIG GET *"] {
+        let mut c = conn(true);
+        crate::multi::plan(
+            &mut c,
+            &Context {
+                requirepass: None,
+                now_ms: 0,
+                lease_reads: false,
+            },
+            &[Bytes::from_static(b"MULTI")],
+        );
+        let args: Vec<Bytes> = line
+            .split(' ')
+            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+            .collect();
+        let ctx = Context {
+            requirepass: None,
+            now_ms: 0,
+            lease_reads: false,
+        };
+        assert!(
+            matches!(
+                crate::multi::plan(&mut c, &ctx, &args),
+                Plan::Reply(Reply::Error(e)) if e.contains("not allowed inside a transaction")
+            ),
+            "{line}"
+        );
+    }
+}

@@ -44,6 +44,7 @@ mod command;
 mod hash;
 mod keyspace;
 mod list;
+mod memory;
 mod set;
 mod snapshot;
 mod store;
@@ -63,6 +64,7 @@ use raft_core::{Offset, Record, RecordKind};
 
 pub use self::command::{decode, encode, Command, ExpireCond, Float, SetCond};
 pub use self::hash::{HashCmd, HashRead};
+pub use self::keyspace::glob_match;
 pub use self::list::{ListCmd, ListRead};
 pub use self::set::{SetCmd, SetRead};
 use self::store::Store;
@@ -141,6 +143,15 @@ impl Kv {
             keys.retain(|k| s.map.get(k).is_some_and(|e| e.value.type_name() == t));
         }
         (next, keys)
+    }
+
+    /// `MEMORY USAGE`: the estimated bytes of `key` if it is live (see `memory`), measuring at
+    /// most `samples` elements of a collection (0: all).
+    pub fn memory_usage(&self, key: &[u8], samples: usize, now_ms: u64) -> Option<u64> {
+        let s = self.lock();
+        let (k, _) = s.map.get_key_value(key)?;
+        let entry = s.live(key, now_ms)?;
+        Some(memory::usage(k, entry, samples))
     }
 
     /// Live keys.

@@ -4,6 +4,7 @@
 
 mod failover;
 mod harness;
+mod introspection;
 mod membership;
 mod metrics;
 mod tls;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::harness;
 
 /// The path of `tool` on `PATH`; fails the test, saying what to install, when it is missing.
-fn tool(tool: &str) -> std::path::PathBuf {
+pub(crate) fn tool(tool: &str) -> std::path::PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|dir| dir.join(tool))
@@ -44,7 +44,7 @@ fn run(cmd: &mut Command) -> Output {
     }
 }
 
-fn cli(port: u16, args: &[&str]) -> String {
+pub(crate) fn cli(port: u16, args: &[&str]) -> String {
     let out = run(Command::new(tool("redis-cli"))
         .args(["-h", "127.0.0.1", "-p", &port.to_string()])
         .args(args));
