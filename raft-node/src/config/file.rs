@@ -124,14 +124,20 @@ impl FileConfig {
             let names_key = ["unknown field", "missing field", "duplicate"]
                 .iter()
                 .any(|p| msg.starts_with(p));
-            let named = msg
-                .split('`')
-                .nth(1)
-                .filter(|_| names_key)
-                .map(str::to_string);
-            let at = e.span().and_then(|span| key_at(text, span.start));
+            let start = e.span().map(|span| span.start);
+            let named = msg.split('`').nth(1).filter(|_| names_key).map(|key| {
+                match start.and_then(|at| table_at(text, at)) {
+                    Some(table) => format!("{table}.{key}"),
+                    None => key.to_string(),
+                }
+            });
+            let at = start.and_then(|at| key_at(text, at));
             let field = named.or(at).unwrap_or_else(|| "(file)".into());
-            bad(field, e.message().trim().replace('\n', " "))
+            let problem = e.message().trim().replace('\n', " ");
+            match start.map(|at| line_of(text, at)) {
+                Some(line) => bad(field, format!("{problem}, line {line}")),
+                None => bad(field, problem),
+            }
         })
     }
 
@@ -146,14 +152,31 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     let line = text[line_start..].lines().next()?;
     let key = line.split_once('=')?.0.trim().to_string();
-    let table = before[..line_start]
+    Some(match table_at(text, line_start) {
+        Some(t) => format!("{t}.{key}"),
+        None => key,
+    })
+}
+
+/// The table whose header comes last before the line holding byte `offset` (`None` at the top
+/// level).
+fn table_at(text: &str, offset: usize) -> Option<String> {
+    let before = text.get(..offset)?;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    before[..line_start]
         .lines()
         .rev()
         .map(str::trim)
         .find(|l| l.starts_with('['))
-        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_string());
-    Some(match table {
-        Some(t) => format!("{t}.{key}"),
-        None => key,
-    })
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_string())
+}
+
+/// The 1-based line number of byte `offset`.
+fn line_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }

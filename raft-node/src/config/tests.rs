@@ -78,6 +78,25 @@ fn each_bad_field_is_named() {
 }
 
 #[test]
+fn file_errors_name_the_full_key_and_the_line() {
+    let text = format!("{GOOD}\n[timers]\nelection_timeout_ms = 500\nbogus = 3\n");
+    let line = text.lines().position(|l| l.starts_with("bogus")).unwrap() + 1;
+    let e = FileConfig::parse(&text).unwrap_err();
+    assert_eq!(e.field, "timers.bogus");
+    assert!(
+        e.problem.ends_with(&format!("line {line}")),
+        "{}",
+        e.problem
+    );
+    let e = FileConfig::parse(&GOOD.replace("data_dir = \"d\"", "data_dir = \"d")).unwrap_err();
+    assert_eq!(e.field, "data_dir");
+    assert!(e.problem.ends_with(", line 4"), "{}", e.problem);
+    let e = FileConfig::parse(&GOOD.replace("replica_id = 2", "replica_id = 2\nextra = 1"))
+        .unwrap_err();
+    assert_eq!(e.field, "extra", "a top-level key has no table");
+}
+
+#[test]
 fn leases_are_off_unless_enabled_and_their_margin_is_checked() {
     let off = FileConfig::parse(GOOD).unwrap().check().unwrap();
     assert!(!off.lease.enabled);
@@ -110,7 +129,8 @@ fn leases_are_off_unless_enabled_and_their_margin_is_checked() {
     );
     assert_eq!(
         field_of(&format!("{GOOD}\n[lease]\nenable = true\n")),
-        "enable"
+        "lease.enable",
+        "an unknown key is named with its table"
     );
 }
 
