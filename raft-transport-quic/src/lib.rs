@@ -38,6 +38,7 @@ pub mod certs;
 mod config;
 mod metrics;
 mod peers;
+mod refusals;
 mod stream;
 mod tls;
 
@@ -66,6 +67,7 @@ pub use metrics::{
 
 use metrics::Metrics;
 use peers::{Peer, Peers};
+use refusals::Refusals;
 use stream::{
     code, is_tls_refusal, read_failure, read_frame, write_failure, ReadFailure, StreamFailure,
     LEN_PREFIX,
@@ -104,6 +106,8 @@ struct Inner {
     handler: OnceLock<Arc<dyn RequestHandler>>,
     closed: AtomicBool,
     metrics: Arc<Metrics>,
+    /// Throttled warnings about refused peers, and the verifier's reasons.
+    refusals: Arc<Refusals>,
     accept_task: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -152,7 +156,14 @@ impl QuicTransport {
             peers: peers.clone(),
             unlisted: config.accept_unlisted,
         };
-        let server_tls = tls::server_config(&identity, config.id, accept, metrics.clone())?;
+        let refusals = Arc::new(Refusals::default());
+        let server_tls = tls::server_config(
+            &identity,
+            config.id,
+            accept,
+            metrics.clone(),
+            refusals.clone(),
+        )?;
         let client_tls = tls::client_config(&identity)?;
         let transport = Arc::new(transport_config(&config)?);
 
@@ -199,6 +210,7 @@ impl QuicTransport {
             handler: OnceLock::new(),
             closed: AtomicBool::new(false),
             metrics,
+            refusals,
             accept_task: Mutex::new(None),
         });
         let task = tokio::spawn(accept_loop(endpoint, Arc::downgrade(&inner)));
@@ -405,7 +417,11 @@ impl Inner {
             Ok(Err(e)) => {
                 if is_tls_refusal(&e) {
                     self.metrics.error(ErrorKind::TlsRefused);
-                    tracing::warn!(replica = %self.id, peer = %to, error = %e, "tls refused");
+                    let now = std::time::Instant::now();
+                    if let Some(left_out) = self.refusals.admit(&format!("dial {to}"), now) {
+                        tracing::warn!(replica = %self.id, peer = %to, addr = %peer.addr,
+                            error = %e, left_out, "TLS handshake with peer refused");
+                    }
                 }
                 e.to_string()
             }
@@ -473,8 +489,21 @@ async fn accept_loop(endpoint: quinn::Endpoint, inner: Weak<Inner>) {
             let conn = match incoming.await {
                 Ok(conn) => conn,
                 Err(e) => {
-                    // Refused certificates are logged and counted by the verifier.
-                    tracing::debug!(%remote, error = %e, "inbound handshake failed");
+                    let Some(inner) = inner.upgrade() else { return };
+                    if !is_tls_refusal(&e) {
+                        tracing::debug!(%remote, error = %e, "inbound handshake failed");
+                        return;
+                    }
+                    // Counted by the verifier, which noted why (when it was the one refusing).
+                    let reason = inner
+                        .refusals
+                        .take_reason()
+                        .unwrap_or_else(|| e.to_string());
+                    let now = std::time::Instant::now();
+                    if let Some(left_out) = inner.refusals.admit(&remote.ip().to_string(), now) {
+                        tracing::warn!(replica = %inner.id, %remote, %reason, left_out,
+                            "refused a connecting peer's certificate");
+                    }
                     return;
                 }
             };

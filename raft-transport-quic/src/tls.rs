@@ -25,6 +25,7 @@ use crate::certs::replica_dns_name;
 use crate::config::TlsMaterial;
 use crate::metrics::{ErrorKind, Metrics};
 use crate::peers::Peers;
+use crate::refusals::Refusals;
 use crate::SetupError;
 
 /// The ALPN protocol both sides require.
@@ -129,6 +130,7 @@ pub(crate) struct ReplicaClientVerifier {
     accept: Accept,
     me: ReplicaId,
     metrics: Arc<Metrics>,
+    refusals: Arc<Refusals>,
 }
 
 impl fmt::Debug for ReplicaClientVerifier {
@@ -151,9 +153,11 @@ impl ClientCertVerifier for ReplicaClientVerifier {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
+        // The accept loop warns, with the remote address this verifier does not know.
         let refuse = |reason: &dyn fmt::Display| {
-            tracing::warn!(replica = %self.me, %reason, "refused inbound peer certificate");
+            tracing::debug!(replica = %self.me, %reason, "refused inbound peer certificate");
             self.metrics.error(ErrorKind::TlsRefused);
+            self.refusals.note_reason(reason.to_string());
         };
         if let Err(e) = self
             .inner
@@ -202,6 +206,7 @@ pub(crate) fn server_config(
     me: ReplicaId,
     accept: Accept,
     metrics: Arc<Metrics>,
+    refusals: Arc<Refusals>,
 ) -> Result<rustls::ServerConfig, SetupError> {
     let tls = |e: &dyn fmt::Display| SetupError::Tls(e.to_string());
     let inner = WebPkiClientVerifier::builder_with_provider(identity.roots.clone(), provider())
@@ -212,6 +217,7 @@ pub(crate) fn server_config(
         accept,
         me,
         metrics,
+        refusals,
     });
     let mut config = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
