@@ -494,15 +494,18 @@ async fn accept_loop(endpoint: quinn::Endpoint, inner: Weak<Inner>) {
                         tracing::debug!(%remote, error = %e, "inbound handshake failed");
                         return;
                     }
-                    // Counted by the verifier, which noted why (when it was the one refusing).
-                    let reason = inner
-                        .refusals
-                        .take_reason()
-                        .unwrap_or_else(|| e.to_string());
+                    // Our verifier counted and noted why when it refused the peer's certificate;
+                    // otherwise the peer refused ours (its alert says why).
                     let now = std::time::Instant::now();
+                    let (reason, what) = match inner.refusals.take_reason() {
+                        Some(r) => (r, "refused a connecting peer's certificate"),
+                        None => (
+                            e.to_string(),
+                            "a connecting peer refused this node's certificate",
+                        ),
+                    };
                     if let Some(left_out) = inner.refusals.admit(&remote.ip().to_string(), now) {
-                        tracing::warn!(replica = %inner.id, %remote, %reason, left_out,
-                            "refused a connecting peer's certificate");
+                        tracing::warn!(replica = %inner.id, %remote, %reason, left_out, "{what}");
                     }
                     return;
                 }
