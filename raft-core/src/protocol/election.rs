@@ -45,10 +45,11 @@ impl Replica {
         }
         match &self.role {
             RoleState::Leader(_) => true,
-            RoleState::Follower(f) => f
-                .last_fetch_ok
-                .is_some_and(|t| now.since(t) < self.cfg.fetch_timeout)
-                && !planted!(self.cfg, VoteWhileLeaderLive),
+            RoleState::Follower(f) => {
+                f.last_fetch_ok
+                    .is_some_and(|t| now.since(t) < self.cfg.fetch_timeout)
+                    && !planted!(self.cfg, VoteWhileLeaderLive)
+            }
             _ => false,
         }
     }
