@@ -27,11 +27,23 @@ pub enum Planted {
     /// A leader ignores a candidate already in a later epoch, which then stays leaderless
     /// for good when its voter set is stale (a removed voter that has not fetched its removal).
     IgnoreLaterCandidates,
+    /// Granting a pre-vote is handled as a standard vote: the receiver moves to the proposed
+    /// epoch and records its vote there (D2: a pre-vote never changes the receiver).
+    PrevoteChangesState,
+    /// A follower grants a (pre-)vote although it heard from a live leader within the fetch
+    /// timeout (D3, the rule that stops a disrupting replica and makes leases sound).
+    VoteWhileLeaderLive,
+    /// A stale answer (an older epoch) to a request leaves its in-flight slot taken, so that an
+    /// observer probing a lagging voter never probes again.
+    StopReprobingAfterStaleAnswer,
+    /// The lease lasts a full fetch timeout from its anchor, without the clock-drift margin
+    /// (D6).
+    LeaseWithoutDriftMargin,
 }
 
 impl Planted {
     /// Every planted bug.
-    pub const ALL: [Planted; 9] = [
+    pub const ALL: [Planted; 13] = [
         Planted::HwCountsUnsyncedLeader,
         Planted::SkipEpochStartCheck,
         Planted::AckUnsynced,
@@ -41,6 +53,10 @@ impl Planted {
         Planted::NoCampaignWhenRemoved,
         Planted::StaleProgressAcrossDirectories,
         Planted::IgnoreLaterCandidates,
+        Planted::PrevoteChangesState,
+        Planted::VoteWhileLeaderLive,
+        Planted::StopReprobingAfterStaleAnswer,
+        Planted::LeaseWithoutDriftMargin,
     ];
 
     /// The name `--planted` takes.
@@ -55,6 +71,10 @@ impl Planted {
             Planted::NoCampaignWhenRemoved => "no-campaign-when-removed",
             Planted::StaleProgressAcrossDirectories => "stale-progress-across-directories",
             Planted::IgnoreLaterCandidates => "ignore-later-candidates",
+            Planted::PrevoteChangesState => "prevote-changes-state",
+            Planted::VoteWhileLeaderLive => "vote-while-leader-live",
+            Planted::StopReprobingAfterStaleAnswer => "stop-reprobing-after-stale-answer",
+            Planted::LeaseWithoutDriftMargin => "lease-without-drift-margin",
         }
     }
 

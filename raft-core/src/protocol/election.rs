@@ -45,9 +45,11 @@ impl Replica {
         }
         match &self.role {
             RoleState::Leader(_) => true,
-            RoleState::Follower(f) => f
-                .last_fetch_ok
-                .is_some_and(|t| now.since(t) < self.cfg.fetch_timeout),
+            RoleState::Follower(f) => {
+                f.last_fetch_ok
+                    .is_some_and(|t| now.since(t) < self.cfg.fetch_timeout)
+                    && !planted!(self.cfg, VoteWhileLeaderLive)
+            }
             _ => false,
         }
     }
@@ -95,7 +97,7 @@ impl Replica {
             self.become_unattached(now, candidate_epoch, out);
         }
         let log_ok = req.last >= self.log.end_and_epoch();
-        if req.pre_vote {
+        if req.pre_vote && !planted!(self.cfg, PrevoteChangesState) {
             // D2: a pre-vote never changes the receiver, whatever its answer.
             let granted =
                 req.epoch > self.election.epoch && log_ok && !self.sticky_refuses(now, &req);

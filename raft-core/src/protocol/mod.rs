@@ -585,7 +585,9 @@ impl Replica {
                 // outcome, its role must be free to send the next one, or an observer probing a
                 // voter at an older epoch would never probe again.
                 self.stats.stale_responses += 1;
-                self.request_ended(now, from, id, sent.kind);
+                if !planted!(self.cfg, StopReprobingAfterStaleAnswer) {
+                    self.request_ended(now, from, id, sent.kind);
+                }
                 return;
             }
         }

@@ -161,10 +161,13 @@ impl Replica {
             .collect();
         anchors.sort_unstable_by(|a, b| b.cmp(a));
         let anchor = *anchors.get(needed - 1)?;
-        let window = self
-            .cfg
-            .fetch_timeout
-            .saturating_sub(self.cfg.lease_drift_margin);
+        let margin = self.cfg.lease_drift_margin;
+        let margin = if planted!(self.cfg, LeaseWithoutDriftMargin) {
+            std::time::Duration::ZERO
+        } else {
+            margin
+        };
+        let window = self.cfg.fetch_timeout.saturating_sub(margin);
         Some(anchor.plus(window))
     }
 

@@ -41,6 +41,10 @@ pub struct Faults {
     /// Mean time between leadership transfers the operator asks of the leader, to a random
     /// voter (none when zero).
     pub transfer_every: Duration,
+    /// Mean time between quiet periods, in which clients write nothing (none when zero): every
+    /// log then stays as long as the leader's, so that only the leader's liveness (D3) stops a
+    /// replica cut from the leader from being elected.
+    pub quiet_every: Duration,
 }
 
 impl Faults {
@@ -62,6 +66,7 @@ impl Faults {
             snapshot_retention: 0,
             corrupt_chunk: 0.0,
             transfer_every: Duration::ZERO,
+            quiet_every: Duration::ZERO,
         }
     }
 
@@ -88,6 +93,8 @@ impl Faults {
             corrupt_chunk: rng.pick(&[0.0, 0.0, 0.1]),
             // Drawn after the snapshot settings for the same reason.
             transfer_every: ms(rng.pick(&[0, 0, 400, 1500])),
+            // Drawn last for the same reason.
+            quiet_every: ms(rng.pick(&[0, 1500])),
         }
     }
 }

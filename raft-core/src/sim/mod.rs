@@ -6,7 +6,7 @@
 //! TigerBeetle's VOPR), every network delay, drop and duplicate, every crash and partition, and
 //! every election timeout. A run has a safety phase (faults on, invariants checked after every
 //! event) and a liveness phase (faults off, then a leader and commit progress are required
-//! within a stated bound). A failing seed replays exactly with
+//! within a stated bound, and every replica must learn of that commit). A failing seed replays exactly with
 //! `cargo xtask sim --seed S --voters V --observers K`.
 //!
 //! [`cluster::Cluster`] is also the harness of the scenario tests, which drive it by hand.

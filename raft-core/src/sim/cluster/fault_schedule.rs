@@ -11,6 +11,7 @@ impl Cluster {
         self.next_crash = self.now + self.fault_interval(self.opts.faults.crash_every);
         self.next_transfer = self.now + self.transfer_interval();
         self.next_membership = self.now + self.membership_interval();
+        self.next_quiet = self.now + self.quiet_interval();
         while self.now < until {
             let step_end = (self.now + Duration::from_millis(1)).min(until);
             self.run_until(step_end);
@@ -55,7 +56,23 @@ impl Cluster {
         Duration::from_millis(self.membership_rng.range(100, 900))
     }
 
+    /// Time between quiet periods (the seed's `quiet_every`, drawn apart like transfers).
+    fn quiet_interval(&mut self) -> Duration {
+        let mean = self.opts.faults.quiet_every.as_nanos() as u64;
+        if mean == 0 {
+            return Duration::MAX / 4;
+        }
+        Duration::from_nanos(self.quiet_rng.range(mean / 3, mean * 5 / 3))
+    }
+
     pub(super) fn inject_faults(&mut self) {
+        if self.now >= self.next_quiet {
+            // Long enough for a follower cut from the leader to reach its fetch timeout with a
+            // log as long as everyone's.
+            let length = Duration::from_millis(self.quiet_rng.range(200, 900));
+            self.quiet_until = self.now + length;
+            self.next_quiet = self.quiet_until + self.quiet_interval();
+        }
         if self.now >= self.next_membership {
             self.next_membership = self.now + self.membership_interval();
             self.inject_membership_fault();

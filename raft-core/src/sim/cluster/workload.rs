@@ -38,6 +38,9 @@ impl Cluster {
         let key = self.rng.range(1, 8);
         let roll = self.rng.below(100);
         if roll < 45 {
+            if self.now < self.quiet_until {
+                return;
+            }
             let Some(l) = self.leader() else { return };
             let value = self.next_payload;
             self.next_payload += 1;
