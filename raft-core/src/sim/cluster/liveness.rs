@@ -17,7 +17,7 @@ impl Cluster {
 
     /// Liveness: from `since` (faults off), a leader is elected and a new proposal commits
     /// within the bound (L1); then every replica's high watermark passes that proposal within
-    /// [`CATCH_UP_BOUND`] (L2). Records a violation otherwise.
+    /// ten seconds (L2). Records a violation otherwise.
     pub fn check_liveness(&mut self, since: Duration) {
         let deadline = since + self.liveness_bound();
         self.workload = false;
