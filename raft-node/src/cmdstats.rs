@@ -84,6 +84,15 @@ impl CommandStats {
         }
     }
 
+    /// Sets every counter back to zero (`CONFIG RESETSTAT`).
+    pub fn reset(&self) {
+        for c in &self.counters {
+            for a in [&c.calls, &c.usec, &c.rejected, &c.failed] {
+                a.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// The `# Commandstats` section: a line for every command seen, in table order.
     pub fn section(&self) -> String {
         let mut s = String::from("# Commandstats\r\n");
@@ -133,6 +142,12 @@ mod tests {
              cmdstat_set:calls=2,usec=30,usec_per_call=15.00,rejected_calls=1,failed_calls=1\r\n\
              cmdstat_del:calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0\r\n\r\n",
             "commands never seen are left out; a rejected request is no call"
+        );
+        stats.reset();
+        assert_eq!(
+            stats.section(),
+            "# Commandstats\r\n\r\n",
+            "CONFIG RESETSTAT"
         );
     }
 }

@@ -522,6 +522,10 @@ impl Server {
                 }
             }
             LocalOp::ConfigGet(patterns) => crate::introspection::config_get(&self.cfg, &patterns),
+            LocalOp::ResetStat => {
+                self.stats.reset();
+                Reply::ok()
+            }
             LocalOp::Wait {
                 replicas,
                 timeout_ms,

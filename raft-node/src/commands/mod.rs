@@ -139,6 +139,8 @@ pub enum AdminOp {
 /// configuration, the connection's writes), without the node's status or the map.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LocalOp {
+    /// `CONFIG RESETSTAT`: the per-command counters back to zero.
+    ResetStat,
     /// `CLIENT LIST [TYPE t] [ID id...]`: these connections (`None`: all).
     ClientList(Option<Vec<u64>>),
     /// `CLIENT INFO`: this connection's line.

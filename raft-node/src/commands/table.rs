@@ -169,7 +169,7 @@ pub(super) fn config(a: &[Bytes]) -> Plan {
         ("get", patterns) if !patterns.is_empty() => {
             Plan::Local(LocalOp::ConfigGet(patterns.to_vec()))
         }
-        ("resetstat", []) => Plan::Reply(Reply::ok()),
+        ("resetstat", []) => Plan::Local(LocalOp::ResetStat),
         _ => Plan::Reply(Reply::err(
             "only CONFIG GET is supported; the node is configured by its file",
         )),
