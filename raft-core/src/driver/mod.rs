@@ -16,6 +16,7 @@ mod forward;
 mod log_writer;
 mod membership;
 pub mod outcome;
+mod reachability;
 mod replica_task;
 mod session;
 mod snapshot_writer;
@@ -300,6 +301,7 @@ impl Node {
         });
         let snapshot_writer =
             spawn_snapshot_writer(parts.snapshots.clone(), bootstrap, done_tx.clone());
+        let reachability = reachability::Reachability::new(cfg.id);
         let task = ReplicaTask {
             cfg,
             options,
@@ -327,6 +329,7 @@ impl Node {
             next_read: 1,
             sessions: Default::default(),
             truncations: Default::default(),
+            reachability,
             transfer: None,
         };
         let id = task.cfg.id;

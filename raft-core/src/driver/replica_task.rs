@@ -25,7 +25,7 @@ use crate::protocol::{
     Event, Fill, Input, LogOp, Outgoing, Outputs, PersistSeq, ReadId, RecordRange, Replica,
     SnapshotOp, TransferError,
 };
-use crate::types::{ElectionState, Instant, Offset, OffsetAndEpoch};
+use crate::types::{ElectionState, Instant, Offset, OffsetAndEpoch, ReplicaId};
 
 pub(super) struct ReplicaTask {
     pub(super) cfg: ValidatedConfig,
@@ -57,6 +57,8 @@ pub(super) struct ReplicaTask {
     pub(super) next_read: u64,
     /// Truncations of the log, with when the writes they orphaned stop waiting.
     pub(super) truncations: std::collections::VecDeque<(tokio::time::Instant, Offset)>,
+    /// Which peers the calls reach, for one log line per change (see `reachability`).
+    pub(super) reachability: super::reachability::Reachability,
     /// The latest batch proposed per write session.
     pub(super) sessions: SessionTable,
     /// The caller of a leadership transfer in progress.
@@ -373,18 +375,22 @@ impl ReplicaTask {
 
     pub(super) fn done(&mut self, d: Done) {
         match d {
-            Done::Rpc { to, id, result } => match result {
-                Ok(response) => self.step(Input::Response {
-                    from: to,
-                    id,
-                    response,
-                }),
-                Err(e) => {
-                    tracing::debug!(peer = %to, error = %e, "rpc failed");
-                    self.metrics.rpcs_failed.fetch_add(1, Ordering::Relaxed);
-                    self.step(Input::RequestFailed { to, id });
+            Done::Rpc { to, id, result } => {
+                let outcome = result.as_ref().map(drop).map_err(ToString::to_string);
+                self.note_reach(to, outcome);
+                match result {
+                    Ok(response) => self.step(Input::Response {
+                        from: to,
+                        id,
+                        response,
+                    }),
+                    Err(e) => {
+                        tracing::debug!(peer = %to, error = %e, "rpc failed");
+                        self.metrics.rpcs_failed.fetch_add(1, Ordering::Relaxed);
+                        self.step(Input::RequestFailed { to, id });
+                    }
                 }
-            },
+            }
             Done::Log(Ok(seq)) => self.step(Input::LogPersisted(seq)),
             Done::Election(Ok(seq)) => self.step(Input::ElectionPersisted(seq)),
             Done::Log(Err(e)) | Done::Election(Err(e)) => {
@@ -655,6 +661,34 @@ impl ReplicaTask {
             let _ = self.applier.send(ApplyJob::Records(records));
         }
         self.apply_sent = to;
+    }
+
+    /// Logs what a call's outcome changed in which peers, and whether a majority of the voters,
+    /// this replica reaches.
+    fn note_reach(&mut self, to: ReplicaId, outcome: Result<(), String>) {
+        use super::reachability::Change;
+        let me = self.cfg.id;
+        for change in self
+            .reachability
+            .call_ended(to, outcome, self.replica.voters())
+        {
+            match change {
+                Change::PeerUnreachable(peer, error) => {
+                    tracing::warn!(replica = %me, %peer, %error, "peer unreachable");
+                }
+                Change::PeerReachable(peer) => {
+                    tracing::info!(replica = %me, %peer, "peer reachable again");
+                }
+                Change::QuorumLost(down) => {
+                    let down: Vec<String> = down.iter().map(ToString::to_string).collect();
+                    tracing::warn!(replica = %me, unreachable = %down.join(", "),
+                        "no quorum of voters reachable: no leader can be elected or followed");
+                }
+                Change::QuorumBack => {
+                    tracing::info!(replica = %me, "a quorum of voters is reachable again");
+                }
+            }
+        }
     }
 
     pub(super) fn send(&mut self, msg: Outgoing) {

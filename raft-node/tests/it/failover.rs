@@ -502,3 +502,45 @@ fn raft_transfer_moves_leadership_to_the_named_voter() {
         "{err}"
     );
 }
+
+/// Goal: an isolated voter says so once, naming the voters it cannot reach, rather than only
+/// logging a role change every election timeout; and says once when a quorum is back.
+/// Method: three nodes; kill two; the survivor's log must carry one "no quorum" warning naming
+/// both, each peer's "unreachable" warning, and, once one is restarted, "reachable again".
+#[test]
+fn an_isolated_voter_logs_once_that_no_quorum_is_reachable_and_when_it_is_back() {
+    let mut cluster = Cluster::start(3, "");
+    let leader = cluster.wait_for_leader();
+    let survivor = cluster.ids().into_iter().find(|id| *id != leader).unwrap();
+    let others: Vec<u32> = cluster
+        .ids()
+        .into_iter()
+        .filter(|id| *id != survivor)
+        .collect();
+    for id in &others {
+        cluster.kill(*id);
+    }
+    let lost = "no quorum of voters reachable";
+    harness::wait_until("the survivor to warn that no quorum is reachable", || {
+        cluster.log_text(survivor).contains(lost)
+    });
+    let log = cluster.log_text(survivor);
+    let line = log.lines().find(|l| l.contains(lost)).unwrap();
+    for id in &others {
+        assert!(line.contains(&format!("r{id}")), "names r{id}: {line}");
+        assert!(
+            log.lines()
+                .any(|l| l.contains("peer unreachable") && l.contains(&format!("peer=r{id}"))),
+            "r{id} is named unreachable:\n{log}"
+        );
+    }
+    cluster.start_one(others[0]);
+    harness::wait_until("the survivor to log that a quorum is back", || {
+        cluster
+            .log_text(survivor)
+            .contains("a quorum of voters is reachable again")
+    });
+    // Elections went on meanwhile (a role change every timeout); the warning was said once.
+    let log = cluster.log_text(survivor);
+    assert_eq!(log.matches(lost).count(), 1, "{log}");
+}

@@ -504,6 +504,11 @@ impl Cluster {
         self.nodes.iter().find(|n| n.id == id).unwrap().client_port
     }
 
+    /// What node `id` has logged so far.
+    pub fn log_text(&self, id: u32) -> String {
+        std::fs::read_to_string(self.log_path(id)).unwrap_or_default()
+    }
+
     /// The UDP port node `id`'s peer transport listens on.
     pub fn peer_port(&self, id: u32) -> u16 {
         self.nodes.iter().find(|n| n.id == id).unwrap().peer_port
