@@ -59,6 +59,10 @@ impl Reachability {
         voters: &VoterSet,
     ) -> Vec<Change> {
         let was = self.unreachable(peer);
+        if result.is_ok() && !self.failures.contains_key(&peer) {
+            // The common case (a peer that answers, answering again) changes nothing.
+            return Vec::new();
+        }
         let mut changes = Vec::new();
         match result {
             Ok(()) => {
@@ -84,15 +88,16 @@ impl Reachability {
         if voters.is_empty() {
             return None;
         }
-        let down: Vec<ReplicaId> = voters
-            .ids()
-            .filter(|id| *id != self.me && self.unreachable(*id))
-            .collect();
-        let lost = voters.len() - down.len() < voters.majority();
+        // Called after every call, fetches included: count without allocating, name the
+        // unreachable voters only when the quorum is lost.
+        let is_down = |id: &ReplicaId| *id != self.me && self.unreachable(*id);
+        let down = voters.ids().filter(is_down).count();
+        let lost = voters.len() - down < voters.majority();
         match (lost, self.quorum_lost) {
             (true, false) => {
+                let names = voters.ids().filter(is_down).collect();
                 self.quorum_lost = true;
-                Some(Change::QuorumLost(down))
+                Some(Change::QuorumLost(names))
             }
             (false, true) => {
                 self.quorum_lost = false;
