@@ -167,26 +167,9 @@ pub fn recorded_storage(dir: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::FileConfig;
 
     fn config(dir: &Path) -> NodeConfig {
-        let text = format!(
-            r#"
-            cluster_id = "c1"
-            replica_id = 1
-            data_dir = "{}"
-            [tls]
-            ca_cert = "ca.pem"
-            cert = "n.pem"
-            key = "n.key"
-            [[voters]]
-            id = 1
-            peer = "127.0.0.1:7101"
-            client = "127.0.0.1:7001"
-            "#,
-            dir.display()
-        );
-        FileConfig::parse(&text).unwrap().check().unwrap()
+        crate::fixtures::one_voter(dir)
     }
 
     #[test]

@@ -361,23 +361,9 @@ fn ids<'a>(it: impl Iterator<Item = &'a ReplicaId>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::FileConfig;
 
     fn cfg() -> NodeConfig {
-        let text = r#"
-            cluster_id = "c1"
-            replica_id = 1
-            data_dir = "d"
-            [tls]
-            ca_cert = "ca.pem"
-            cert = "n.pem"
-            key = "n.key"
-            [[voters]]
-            id = 1
-            peer = "127.0.0.1:7101"
-            client = "127.0.0.1:7001"
-        "#;
-        FileConfig::parse(text).unwrap().check().unwrap()
+        crate::fixtures::one_voter(std::path::Path::new("d"))
     }
 
     fn names(r: Reply) -> Vec<String> {

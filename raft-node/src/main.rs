@@ -16,6 +16,8 @@ mod clients;
 mod cmdstats;
 mod commands;
 mod dev;
+#[cfg(test)]
+mod fixtures;
 mod http;
 mod identity;
 mod introspection;
