@@ -255,22 +255,30 @@ fn two_voters_recover_when_the_leader_removes_itself_and_fails_before_the_other_
     assert_no_violations(&c);
 }
 
+/// The core of r3 (directory 33) in a fresh three-voter cluster, driven by hand.
+fn lone_core_of_r3() -> raft_core::protocol::Replica {
+    use raft_core::io::LogState;
+    use raft_core::protocol::{Replica, VoterHistory};
+    use raft_core::{Config, DirectoryId, Instant};
+
+    let mut cfg = Config::new(ReplicaId(3), [ReplicaId(1), ReplicaId(2), ReplicaId(3)]);
+    cfg.directory = Some(DirectoryId(33));
+    let cfg = cfg.validate().unwrap();
+    let voters = VoterHistory::new(cfg.bootstrap_voters());
+    Replica::new(cfg, None, &LogState::default(), None, voters, 7, Instant(0))
+}
+
 #[test]
 fn a_vote_binds_the_candidates_directory() {
     // Goal: KAFKA-16526. A replica that voted for (r2, directory A) in an epoch gives no vote in
     // that epoch to (r2, directory B), which is another replica (r2's disk was replaced), and
     // the binding survives in the durable election state. Method: drive one replica's core by
     // hand: a vote request from A, its persist, then the same request from B.
-    use raft_core::io::LogState;
     use raft_core::message::{Request, RequestId, Response, VoteRequest};
-    use raft_core::protocol::{Input, Outgoing, Outputs, Replica, VoterHistory};
-    use raft_core::{Config, DirectoryId, Epoch, Instant, OffsetAndEpoch};
+    use raft_core::protocol::{Input, Outgoing, Outputs};
+    use raft_core::{DirectoryId, Epoch, Instant, OffsetAndEpoch};
 
-    let mut cfg = Config::new(ReplicaId(3), [ReplicaId(1), ReplicaId(2), ReplicaId(3)]);
-    cfg.directory = Some(DirectoryId(33));
-    let cfg = cfg.validate().unwrap();
-    let voters = VoterHistory::new(cfg.bootstrap_voters());
-    let mut r = Replica::new(cfg, None, &LogState::default(), None, voters, 7, Instant(0));
+    let mut r = lone_core_of_r3();
     let mut out = Outputs::default();
     let ask = |directory: u128| {
         Request::Vote(VoteRequest {
@@ -579,16 +587,11 @@ fn begin_quorum_epoch_for_another_directory_changes_nothing() {
     // request is answered WrongReceiver and the replica neither adopts the epoch nor follows.
     // Method: one replica's core by hand, the request aimed at another directory, then at its
     // own, which it accepts (the control).
-    use raft_core::io::LogState;
     use raft_core::message::{BeginQuorumEpochRequest, ErrorCode, Request, RequestId, Response};
-    use raft_core::protocol::{Input, Outgoing, Outputs, Replica, VoterHistory};
-    use raft_core::{Config, DirectoryId, Epoch, Instant, Role};
+    use raft_core::protocol::{Input, Outgoing, Outputs};
+    use raft_core::{DirectoryId, Epoch, Instant, Role};
 
-    let mut cfg = Config::new(ReplicaId(3), [ReplicaId(1), ReplicaId(2), ReplicaId(3)]);
-    cfg.directory = Some(DirectoryId(33));
-    let cfg = cfg.validate().unwrap();
-    let voters = VoterHistory::new(cfg.bootstrap_voters());
-    let mut r = Replica::new(cfg, None, &LogState::default(), None, voters, 7, Instant(0));
+    let mut r = lone_core_of_r3();
     let begin = |directory: u128, id: u64| Input::Request {
         from: ReplicaId(1),
         id: RequestId(id),
