@@ -35,27 +35,43 @@ fn ids(status: &raft_core::protocol::Status) -> Vec<(u32, Option<DirectoryId>)> 
         .collect()
 }
 
-/// Asks `leader` to add `id`, retrying while it is not caught up; every wait is bounded.
-async fn add(leader: &Node, id: u32) {
+/// Asks `leader` for `change` (each try bounded by `timeout`) until it is no longer refused
+/// for a reason `retry` accepts; returns that answer. Gives up after 10 s.
+async fn change_retrying(
+    leader: &Node,
+    change: &VoterChange,
+    timeout: Duration,
+    retry: impl Fn(&MembershipError) -> bool,
+) -> Result<raft_core::driver::Committed, VoterChangeError> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let change = VoterChange::Add {
-            id: ReplicaId(id),
-            directory: dir(id),
-            endpoint: format!("node-{id}"),
-        };
-        match leader.change_voters(change, Duration::from_secs(5)).await {
-            Ok(_) => return,
-            Err(VoterChangeError::Refused(
-                MembershipError::NotCaughtUp { .. } | MembershipError::ChangeInProgress { .. },
-            )) => {}
-            Err(e) => panic!("adding {id} failed: {e}"),
+        match leader.change_voters(change.clone(), timeout).await {
+            Err(VoterChangeError::Refused(e)) if retry(&e) => {}
+            other => return other,
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "{id} was not added within 10 s"
+            "{change:?} still refused after 10 s"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Asks `leader` to add `id`, retrying while it is not caught up; every wait is bounded.
+async fn add(leader: &Node, id: u32) {
+    let change = VoterChange::Add {
+        id: ReplicaId(id),
+        directory: dir(id),
+        endpoint: format!("node-{id}"),
+    };
+    let retry = |e: &MembershipError| {
+        matches!(
+            e,
+            MembershipError::NotCaughtUp { .. } | MembershipError::ChangeInProgress { .. }
+        )
+    };
+    if let Err(e) = change_retrying(leader, &change, Duration::from_secs(5), retry).await {
+        panic!("adding {id} failed: {e}");
     }
 }
 
@@ -332,20 +348,14 @@ async fn an_add_that_times_out_is_unknown_and_then_completes() {
         endpoint: "node-4".into(),
     };
     // Node 4 is not held: once it has caught up, the add is accepted and then waits.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    let timed_out = loop {
-        match nodes[leader]
-            .node
-            .change_voters(add.clone(), Duration::from_millis(300))
-            .await
-        {
-            Err(VoterChangeError::Refused(MembershipError::NotCaughtUp { .. })) => {
-                assert!(tokio::time::Instant::now() < deadline, "4 never caught up");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            other => break other,
-        }
-    };
+    let not_caught_up = |e: &MembershipError| matches!(e, MembershipError::NotCaughtUp { .. });
+    let timed_out = change_retrying(
+        &nodes[leader].node,
+        &add,
+        Duration::from_millis(300),
+        not_caught_up,
+    )
+    .await;
     assert!(
         matches!(
             timed_out,
@@ -380,23 +390,14 @@ async fn an_add_that_times_out_is_unknown_and_then_completes() {
     }
     // ... and committed once the held acknowledgements arrive: until then a new change is
     // refused as in progress, after that adding 4 again says it already votes.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    let again = loop {
-        match nodes[leader]
-            .node
-            .change_voters(add.clone(), Duration::from_secs(1))
-            .await
-        {
-            Err(VoterChangeError::Refused(MembershipError::ChangeInProgress { .. })) => {
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "the add never committed"
-                );
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            other => break other,
-        }
-    };
+    let in_progress = |e: &MembershipError| matches!(e, MembershipError::ChangeInProgress { .. });
+    let again = change_retrying(
+        &nodes[leader].node,
+        &add,
+        Duration::from_secs(1),
+        in_progress,
+    )
+    .await;
     assert!(
         matches!(
             again,
