@@ -626,3 +626,86 @@ impl Replica {
         self.request_ended(now, to, id, sent.kind);
     }
 }
+
+#[cfg(test)]
+mod outputs_tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::message::{DescribeQuorumRequest, Request, RequestId};
+
+    /// Sets one field of the outputs.
+    type Setter = fn(&mut Outputs);
+
+    /// Outputs with every field set, each by a setter, so that each field is checked alone.
+    fn setters() -> Vec<(&'static str, Setter)> {
+        vec![
+            ("persist", |o| {
+                o.persist = Some((PersistSeq(1), ElectionState::default()))
+            }),
+            ("log", |o| {
+                o.log.push(LogOp::Truncate {
+                    seq: LogSeq(1),
+                    end: Offset(0),
+                })
+            }),
+            ("messages", |o| {
+                o.messages.push(Outgoing::Request {
+                    to: ReplicaId(2),
+                    id: RequestId(1),
+                    request: Request::DescribeQuorum(DescribeQuorumRequest {}),
+                })
+            }),
+            ("committed", |o| o.committed = Some(Offset(1))),
+            ("events", |o| {
+                o.events.push(Event::ProposalsDropped {
+                    epoch: Epoch(1),
+                    from: Offset(0),
+                })
+            }),
+            ("snapshot", |o| {
+                o.snapshot.push(SnapshotOp::Write {
+                    id: OffsetAndEpoch::default(),
+                    position: 0,
+                    data: Bytes::new(),
+                })
+            }),
+            ("restore", |o| o.restore = Some(OffsetAndEpoch::default())),
+        ]
+    }
+
+    #[test]
+    fn outputs_are_empty_only_with_no_field_set() {
+        assert!(Outputs::default().is_empty());
+        for (field, set) in setters() {
+            let mut o = Outputs::default();
+            set(&mut o);
+            assert!(!o.is_empty(), "{field} set, yet empty");
+        }
+    }
+
+    #[test]
+    fn clear_empties_every_field() {
+        for (field, set) in setters() {
+            let mut o = Outputs::default();
+            set(&mut o);
+            o.clear();
+            assert!(o.is_empty(), "{field} survived clear: {o:?}");
+        }
+        let mut all = Outputs::default();
+        for (_, set) in setters() {
+            set(&mut all);
+        }
+        all.clear();
+        assert!(
+            all.persist.is_none()
+                && all.log.is_empty()
+                && all.messages.is_empty()
+                && all.committed.is_none()
+                && all.events.is_empty()
+                && all.snapshot.is_empty()
+                && all.restore.is_none(),
+            "{all:?}"
+        );
+    }
+}
