@@ -1,5 +1,6 @@
 //! Membership in the driver (KIP-853): the voter sets recovered from storage at start-up, the
-//! header that makes every stored snapshot carry its voter set, and [`Node::change_voters`].
+//! header that makes every stored snapshot carry its voter set, and [`Node::change_voters`]
+//! with its three named forms [`Node::add_voter`], [`Node::remove_voter`], [`Node::update_voter`].
 
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use super::Node;
 use crate::codec::{decode_snapshot_header, encode_snapshot_header, SNAPSHOT_HEADER_MAX};
 use crate::io::{LogStore, SnapshotStore, StorageError};
 use crate::protocol::{MembershipError, VoterChange, VoterHistory};
-use crate::types::{Offset, OffsetAndEpoch, RecordKind};
+use crate::types::{DirectoryId, Offset, OffsetAndEpoch, RecordKind, ReplicaId};
 use crate::voters::VoterSet;
 
 /// Why [`Node::change_voters`] did not end with the change committed.
@@ -62,6 +63,56 @@ impl Node {
                 Uncertain::TimedOut,
             ))),
         }
+    }
+
+    /// Makes the observer `(id, directory)` a voter reached at `endpoint` (KIP-853 AddVoter);
+    /// [`Node::change_voters`] with [`VoterChange::Add`]. The observer must be fetching from
+    /// this leader with exactly that directory and have caught up with its log.
+    pub async fn add_voter(
+        &self,
+        id: ReplicaId,
+        directory: DirectoryId,
+        endpoint: impl Into<String>,
+        timeout: Duration,
+    ) -> Result<Committed, VoterChangeError> {
+        let endpoint = endpoint.into();
+        let change = VoterChange::Add {
+            id,
+            directory,
+            endpoint,
+        };
+        self.change_voters(change, timeout).await
+    }
+
+    /// Removes the voter `(id, directory)` (KIP-853 RemoveVoter; `None` names a static voter,
+    /// which matches any directory); [`Node::change_voters`] with [`VoterChange::Remove`].
+    /// The leader may remove itself: it resigns once the removal commits.
+    pub async fn remove_voter(
+        &self,
+        id: ReplicaId,
+        directory: Option<DirectoryId>,
+        timeout: Duration,
+    ) -> Result<Committed, VoterChangeError> {
+        let change = VoterChange::Remove { id, directory };
+        self.change_voters(change, timeout).await
+    }
+
+    /// Gives the voter `(id, directory)` a new endpoint (KIP-853 UpdateVoter);
+    /// [`Node::change_voters`] with [`VoterChange::Update`].
+    pub async fn update_voter(
+        &self,
+        id: ReplicaId,
+        directory: Option<DirectoryId>,
+        endpoint: impl Into<String>,
+        timeout: Duration,
+    ) -> Result<Committed, VoterChangeError> {
+        let endpoint = endpoint.into();
+        let change = VoterChange::Update {
+            id,
+            directory,
+            endpoint,
+        };
+        self.change_voters(change, timeout).await
     }
 }
 

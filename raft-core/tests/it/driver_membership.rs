@@ -138,13 +138,9 @@ async fn a_standalone_node_grows_to_three_voters_and_its_leader_leaves() {
             .expect("three voters commit");
     }
     // The leader removes itself: answered once committed by the new set, then it resigns.
-    let removal = VoterChange::Remove {
-        id: ReplicaId(1),
-        directory: Some(dir(1)),
-    };
     nodes[0]
         .node
-        .change_voters(removal, Duration::from_secs(5))
+        .remove_voter(ReplicaId(1), Some(dir(1)), Duration::from_secs(5))
         .await
         .expect("the removal commits");
     let two = [(2, Some(dir(2))), (3, Some(dir(3)))];
@@ -174,14 +170,9 @@ async fn a_standalone_node_grows_to_three_voters_and_its_leader_leaves() {
         "the late node installed a snapshot"
     );
     // And an add refused for a key that does not fetch names what it saw.
-    let wrong = VoterChange::Add {
-        id: ReplicaId(4),
-        directory: DirectoryId(9),
-        endpoint: String::new(),
-    };
     let refused = nodes[leader]
         .node
-        .change_voters(wrong, Duration::from_secs(1))
+        .add_voter(ReplicaId(4), DirectoryId(9), "", Duration::from_secs(1))
         .await;
     assert!(
         matches!(

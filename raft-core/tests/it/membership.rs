@@ -116,6 +116,29 @@ fn changes_are_refused_while_one_is_uncommitted_and_for_unknown_or_lagging_repli
     c.change_voters(leader, add(&c, 5))
         .expect("the second change once the first committed");
     assert_no_violations(&c);
+
+    // With the rule switched off (planted `concurrent-changes`) the second change is
+    // appended while the first is still uncommitted.
+    let mut c = raft_core::sim::Cluster::new(raft_core::sim::ClusterOptions {
+        seed: 62,
+        voters: 3,
+        observers: 2,
+        planted: Some(raft_core::planted::Planted::ConcurrentChanges),
+        ..raft_core::sim::ClusterOptions::default()
+    });
+    let leader = settle(&mut c);
+    commit(&mut c, leader, b"x");
+    for v in (1..=3).filter(|v| *v != leader) {
+        c.hold_syncs(v, true);
+    }
+    c.change_voters(leader, add(&c, 4))
+        .expect("the first change");
+    c.run_for(ms(20));
+    let second = c.change_voters(leader, add(&c, 5));
+    assert!(
+        second.is_ok(),
+        "with the rule off a second change is taken at once: {second:?}"
+    );
 }
 
 #[test]
@@ -226,7 +249,38 @@ fn two_voters_recover_when_the_leader_removes_itself_and_fails_before_the_other_
     // cannot get; 1 acts on {2}. KRaft never lets 1 campaign (it is outside its newest set):
     // nobody could win. With the Raft thesis rule (docs/spec-deviations.md 5a) 1 campaigns
     // without counting itself, 2 elects it, the removal commits, 1 resigns and 2 leads alone.
-    let mut c = cluster(65, 2, 0);
+    let (mut c, other, recovered) = self_removal_then_crash(None);
+    assert!(
+        recovered,
+        "the cluster did not recover from the self-removal:\n{}",
+        c.trace()
+    );
+    commit(&mut c, other, b"after");
+    assert_no_violations(&c);
+    // With KRaft's rule (planted `no-campaign-when-removed`: a replica outside its newest set
+    // never campaigns) the same run stays leaderless.
+    let planted = Some(raft_core::planted::Planted::NoCampaignWhenRemoved);
+    let (c, _, recovered) = self_removal_then_crash(planted);
+    assert!(
+        !recovered,
+        "recovered although the removed leader may not campaign:\n{}",
+        c.trace()
+    );
+}
+
+/// The leader of {1, 2} removes itself, cut off from the other voter, and crashes before the
+/// other fetched the removal; then the network heals and it restarts. Returns the cluster,
+/// the other voter, and whether within 5 s it leads a set of itself alone.
+fn self_removal_then_crash(
+    planted: Option<raft_core::planted::Planted>,
+) -> (raft_core::sim::Cluster, u32, bool) {
+    let mut c = raft_core::sim::Cluster::new(raft_core::sim::ClusterOptions {
+        seed: 65,
+        voters: 2,
+        observers: 0,
+        planted,
+        ..raft_core::sim::ClusterOptions::default()
+    });
     let leader = settle(&mut c);
     let other = 3 - leader;
     commit(&mut c, leader, b"x");
@@ -246,13 +300,7 @@ fn two_voters_recover_when_the_leader_removes_itself_and_fails_before_the_other_
     let recovered = c.run_until_cond(ms(5000), |c| {
         c.leader() == Some(other) && ids(c.replica(other).voters()) == [other]
     });
-    assert!(
-        recovered,
-        "the cluster did not recover from the self-removal:\n{}",
-        c.trace()
-    );
-    commit(&mut c, other, b"after");
-    assert_no_violations(&c);
+    (c, other, recovered)
 }
 
 /// The core of r3 (directory 33) in a fresh three-voter cluster, driven by hand.
