@@ -1,20 +1,32 @@
 //! The applier task: feeds committed records to the state machine in order, restores
-//! downloaded snapshots, and takes snapshots when `Config::snapshot_after_*` fire.
+//! downloaded snapshots, and takes snapshots when `Config::snapshot_after_*` fire. Records read
+//! back from the log (a replay after a restart, a follower far behind) are applied in batches
+//! of at most [`APPLY_BATCH_RECORDS`], with progress lines when the replay is large or slow
+//! ([`super::progress`]); so are snapshot restores.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::membership::{frame_snapshot, unframe_snapshot};
+use super::progress::{Progress, ProgressPacing};
 use super::task_messages::Done;
 use super::Metrics;
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::ValidatedConfig;
-use crate::io::{LogStore, SnapshotStore, StateMachine, StorageError};
+use crate::io::{LogStore, SnapshotStore, StateMachine, StateMachineError, StorageError};
 use crate::types::{Offset, OffsetAndEpoch, Record, RecordKind};
 use crate::voters::VoterSet;
+
+/// The most records of a replay handed to the state machine in one call: a replay of millions
+/// of records then reports its progress (to the replica task, whose waiters and reads follow
+/// the applied offset, and in progress lines) as it goes, and its responses stay small.
+pub(super) const APPLY_BATCH_RECORDS: usize = 4096;
+
+/// The bytes of log read per storage call during a replay.
+const REPLAY_READ_BYTES: u64 = 8 << 20;
 
 pub(super) enum ApplyJob {
     Records(Vec<Record>),
@@ -86,31 +98,28 @@ pub(super) struct Applier {
     pub(super) voters: VoterSet,
     /// The set for snapshots without one.
     pub(super) bootstrap: VoterSet,
+    /// When replays and restores write progress lines.
+    pub(super) pacing: ProgressPacing,
 }
 
 impl Applier {
-    pub(super) async fn read_log(
+    /// Reads the records from `next` on (below `to`, at most [`REPLAY_READ_BYTES`]).
+    async fn read_chunk(
         log: &dyn LogStore,
-        from: Offset,
+        next: Offset,
         to: Offset,
     ) -> Result<Vec<Record>, StorageError> {
-        let mut all = Vec::new();
-        let mut next = from;
-        while next < to {
-            let chunk = log.read(next, to, 8 << 20).await?;
-            // A short or gapped read would silently skip records: the state machine must see
-            // every committed record exactly once, in order.
-            if chunk.first().map(|r| r.offset) != Some(next)
-                || chunk.windows(2).any(|w| w[1].offset != w[0].offset.next())
-            {
-                return Err(StorageError::Invalid(format!(
-                    "the log returned no contiguous records at {next} for the state machine"
-                )));
-            }
-            next = chunk.last().map_or(next, |r| r.offset.next());
-            all.extend(chunk);
+        let chunk = log.read(next, to, REPLAY_READ_BYTES).await?;
+        // A short or gapped read would silently skip records: the state machine must see every
+        // committed record exactly once, in order.
+        if chunk.first().map(|r| r.offset) != Some(next)
+            || chunk.windows(2).any(|w| w[1].offset != w[0].offset.next())
+        {
+            return Err(StorageError::Invalid(format!(
+                "the log returned no contiguous records at {next} for the state machine"
+            )));
         }
-        Ok(all)
+        Ok(chunk)
     }
 
     /// Applies one job; returns `false` once the applier must stop.
@@ -120,15 +129,11 @@ impl Applier {
         last: &mut Option<OffsetAndEpoch>,
         responses: &mut Vec<Bytes>,
     ) -> bool {
-        let records = match job {
-            ApplyJob::Records(r) => r,
-            ApplyJob::FromLog { log, from, to } => match Self::read_log(&*log, from, to).await {
-                Ok(r) => r,
-                Err(e) => {
-                    let _ = self.done.send(Done::Applied(Err(e.to_string()))).await;
-                    return false;
-                }
-            },
+        match job {
+            ApplyJob::Records(records) => self.apply(&records, last, responses).await,
+            ApplyJob::FromLog { log, from, to } => {
+                self.replay(&*log, from, to, last, responses).await
+            }
             ApplyJob::Restore { id, reached } => {
                 let _ = reached.send(());
                 let result = self.restore(id).await.map(|()| id);
@@ -137,18 +142,69 @@ impl Applier {
                     *last = Some(id);
                     self.triggers.reset();
                 }
-                return self.done.send(Done::Restored(result)).await.is_ok() && ok;
+                self.done.send(Done::Restored(result)).await.is_ok() && ok
             }
-        };
+        }
+    }
+
+    /// Applies the committed records `from..to` read back from `log`, in batches, with
+    /// progress lines; returns `false` once the applier must stop.
+    async fn replay(
+        &mut self,
+        log: &dyn LogStore,
+        from: Offset,
+        to: Offset,
+        last: &mut Option<OffsetAndEpoch>,
+        responses: &mut Vec<Bytes>,
+    ) -> bool {
+        let total = to.0.saturating_sub(from.0);
+        let mut progress = Progress::start(
+            "replaying",
+            "replayed",
+            format!("{total} committed records from offset {from} to {to} into the state machine"),
+            total,
+            "records",
+            total >= self.pacing.large_records,
+            self.pacing.every,
+        );
+        let mut next = from;
+        while next < to {
+            let chunk = match Self::read_chunk(log, next, to).await {
+                Ok(chunk) => chunk,
+                Err(e) => {
+                    let _ = self.done.send(Done::Applied(Err(e.to_string()))).await;
+                    return false;
+                }
+            };
+            next = chunk.last().map_or(next, |r| r.offset.next());
+            for batch in chunk.chunks(APPLY_BATCH_RECORDS) {
+                if !self.apply(batch, last, responses).await {
+                    return false;
+                }
+                progress.advance(batch.len() as u64);
+            }
+        }
+        progress.finish();
+        true
+    }
+
+    /// Applies `records` (the next ones after those applied), reports them, and takes a
+    /// snapshot if one is due; returns `false` once the applier must stop.
+    async fn apply(
+        &mut self,
+        records: &[Record],
+        last: &mut Option<OffsetAndEpoch>,
+        responses: &mut Vec<Bytes>,
+    ) -> bool {
         responses.clear();
-        if let Err(e) = self.sm.apply(&records, responses).await {
+        if let Err(e) = self.sm.apply(records, responses).await {
             let _ = self.done.send(Done::Applied(Err(e.to_string()))).await;
             return false;
         }
         self.metrics
             .applied
             .fetch_add(records.len() as u64, Ordering::Relaxed);
-        self.triggers.applied(&records);
+        self.triggers.applied(records);
         for r in records.iter().filter(|r| r.kind == RecordKind::Voters) {
             match crate::codec::decode_voters(&r.payload) {
                 Ok((set, _)) => self.voters = set,
@@ -191,8 +247,7 @@ impl Applier {
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("snapshot {id:?} is not in the store"))?;
         let (voters, state) = unframe_snapshot(data, &self.bootstrap).map_err(|e| e.to_string())?;
-        self.sm
-            .restore(id.offset, state)
+        restore_with_progress(&*self.sm, id.offset, state, &self.pacing)
             .await
             .map_err(|e| e.to_string())?;
         self.voters = voters;
@@ -209,6 +264,30 @@ impl Applier {
             .map_err(|e| e.to_string())?;
         Ok(id)
     }
+}
+
+/// Restores the state machine from a snapshot's state, with an opening line (INFO for a large
+/// snapshot) and a closing line with the duration (INFO when it took long); the state machine
+/// may write progress lines of its own while it decodes.
+pub(super) async fn restore_with_progress(
+    sm: &dyn StateMachine,
+    offset: Offset,
+    state: Bytes,
+    pacing: &ProgressPacing,
+) -> Result<(), StateMachineError> {
+    let bytes = state.len() as u64;
+    let progress = Progress::start(
+        "restoring",
+        "restored",
+        format!("the state machine from the snapshot at offset {offset}, {bytes} bytes"),
+        bytes,
+        "bytes",
+        bytes >= pacing.large_bytes,
+        pacing.every,
+    );
+    sm.restore(offset, state).await?;
+    progress.finish();
+    Ok(())
 }
 
 pub(super) fn spawn_applier(mut applier: Applier) -> mpsc::UnboundedSender<ApplyJob> {

@@ -16,6 +16,9 @@ mod forward;
 mod log_writer;
 mod membership;
 pub mod outcome;
+pub mod progress;
+#[cfg(test)]
+mod progress_tests;
 mod reachability;
 mod replica_task;
 mod session;
@@ -26,12 +29,13 @@ mod waiters;
 
 pub use membership::VoterChangeError;
 pub use outcome::{Committed, Uncertain, WriteError};
+pub use progress::{Progress, ProgressPacing};
 pub use session::WriteSession;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use applier::{spawn_applier, Applier, SnapshotTriggers};
+use applier::{restore_with_progress, spawn_applier, Applier, SnapshotTriggers};
 use bytes::Bytes;
 use election_writer::spawn_election_writer;
 use forward::Handler;
@@ -65,6 +69,8 @@ pub struct DriverOptions {
     /// write's outcome is unknown (the leader may still commit it), so set it to the longest
     /// a caller waits for a write, not to the RPC timeout.
     pub forward_timeout: Duration,
+    /// When progress lines of log replays and snapshot restores are written.
+    pub progress: ProgressPacing,
     /// Test-only fault switch (negative control for the outcome contract): a forward that
     /// fails after it may have reached the leader is reported as refused, as an early version
     /// did. The driver simulator must catch it.
@@ -85,6 +91,7 @@ impl Default for DriverOptions {
             command_queue_max: 16 * 1024,
             shutdown_timeout: Duration::from_secs(2),
             forward_timeout: Duration::from_secs(10),
+            progress: ProgressPacing::default(),
             test_forward_failure_refuses: false,
             test_ignore_write_sessions: false,
         }
@@ -244,7 +251,13 @@ impl Node {
                     StorageError::Invalid(format!("snapshot {:?} vanished", snap.id))
                 })?;
             let (_, state) = membership::unframe_snapshot(data, &bootstrap)?;
-            parts.state_machine.restore(snap.id.offset, state).await?;
+            restore_with_progress(
+                &*parts.state_machine,
+                snap.id.offset,
+                state,
+                &options.progress,
+            )
+            .await?;
             applied = snap.id.offset;
         }
         // The voter sets: the snapshot's (or the bootstrap set), then every voter set record in
@@ -298,6 +311,7 @@ impl Node {
             metrics: metrics.clone(),
             voters: applier_voters,
             bootstrap: bootstrap.clone(),
+            pacing: options.progress,
         });
         let snapshot_writer =
             spawn_snapshot_writer(parts.snapshots.clone(), bootstrap, done_tx.clone());

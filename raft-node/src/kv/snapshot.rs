@@ -12,8 +12,12 @@
 //!
 //! Keys are sorted and collections keep their order, so replicas with the same state write
 //! the same bytes.
+//!
+//! Decoding a large snapshot writes progress lines (the driver announces the restore and times
+//! it; see `raft_core::driver::progress`).
 
 use bytes::{BufMut, Bytes, BytesMut};
+use raft_core::driver::{Progress, ProgressPacing};
 use raft_core::Offset;
 
 use super::command::{put_bytes, put_f64, put_varint, DecodeError, Reader};
@@ -31,6 +35,9 @@ const T_HASH: u8 = 1;
 const T_LIST: u8 = 2;
 const T_SET: u8 = 3;
 const T_ZSET: u8 = 4;
+
+/// Keys decoded between two looks at the clock for progress lines.
+const PROGRESS_KEYS: usize = 4096;
 
 /// Encodes `s` in the current version.
 pub(super) fn encode(s: &Store) -> Bytes {
@@ -176,7 +183,21 @@ pub(super) fn decode(applied: Offset, data: &Bytes) -> Result<Store, DecodeError
         }
     }
     let count = r.count()?;
-    for _ in 0..count {
+    let mut progress = Progress::start(
+        "decoding",
+        "decoded",
+        format!("{count} keys of the snapshot at offset {applied}"),
+        data.len() as u64,
+        "bytes",
+        false,
+        ProgressPacing::default().every,
+    );
+    let mut reported = 0;
+    for i in 0..count {
+        if i % PROGRESS_KEYS == 0 {
+            progress.advance((r.pos - reported) as u64);
+            reported = r.pos;
+        }
         let key = r.bytes()?;
         let value = if v2 {
             read_value(&mut r)?
@@ -207,5 +228,6 @@ pub(super) fn decode(applied: Offset, data: &Bytes) -> Result<Store, DecodeError
             data.len() - r.pos
         )));
     }
+    progress.finish();
     Ok(store)
 }
