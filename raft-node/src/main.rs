@@ -63,6 +63,11 @@ enum Cmd {
         config: Option<PathBuf>,
         #[command(flatten)]
         overrides: Box<Overrides>,
+        /// Client (RESP) addresses of running nodes: learn the voters from the first that
+        /// answers `RAFT VOTERS` instead of from `[[voters]]`, and start as an observer
+        /// (see "Joining a running cluster" in the README).
+        #[arg(long, env = "RAFT_NODE_JOIN", value_delimiter = ',')]
+        join: Vec<String>,
     },
     /// Runs a local cluster on loopback until Ctrl-C (three voters by default).
     Dev {
@@ -124,15 +129,35 @@ async fn stop_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-async fn run(config: Option<PathBuf>, overrides: Overrides) -> anyhow::Result<()> {
+async fn run(
+    config: Option<PathBuf>,
+    overrides: Overrides,
+    join: Vec<String>,
+) -> anyhow::Result<()> {
     let mut file = match &config {
         Some(path) => FileConfig::load(path)?,
         None => FileConfig::default(),
     };
     file.apply(&overrides)?;
+    let joined = if join.is_empty() {
+        None
+    } else {
+        let (source, voters) = learn_voters(&file, &join).await?;
+        file.use_learned_voters(&voters)?;
+        Some((source, voters))
+    };
     let cfg = file.check()?;
     init_logging(cfg.log.as_deref().unwrap_or("info"));
+    let data_dir = cfg.data_dir.clone();
     let running = node::start(cfg).await?;
+    if let Some((source, voters)) = joined {
+        let ids: Vec<u32> = voters.iter().map(|v| v.id).collect();
+        tracing::info!(from = %source, voters = ?ids, "joined with the voters a running node named");
+        // Kept for a later start that finds no node to ask; the node runs without it.
+        if let Err(e) = raft_node::join::save(&data_dir, &voters) {
+            tracing::warn!(error = %e, "could not keep the learned voters");
+        }
+    }
     println!(
         "raft-node: replica {} serving clients on {} (peers on {})",
         running.id.0, running.client_addr, running.peer_addr
@@ -144,6 +169,39 @@ async fn run(config: Option<PathBuf>, overrides: Overrides) -> anyhow::Result<()
     tracing::info!("stopping");
     running.shutdown().await;
     Ok(())
+}
+
+/// The voters to join: from the first of `join` that answers within 10 s, else those saved
+/// by an earlier join in the data directory.
+async fn learn_voters(
+    file: &FileConfig,
+    join: &[String],
+) -> anyhow::Result<(String, Vec<raft_node::join::LearnedVoter>)> {
+    use raft_node::join;
+    let asked = join::discover(
+        join,
+        file.requirepass(),
+        Duration::from_secs(2),
+        Duration::from_secs(10),
+    )
+    .await;
+    match asked {
+        Ok(found) => Ok(found),
+        Err(join::JoinError::NoAnswer(why)) => {
+            let saved = match file.data_dir_path() {
+                Some(dir) => join::load(&dir)?,
+                None => None,
+            };
+            match saved {
+                Some(voters) => {
+                    eprintln!("raft-node: no node to join answered ({why}); using the voters saved at the last join");
+                    Ok((join::SAVED_FILE.to_string(), voters))
+                }
+                None => Err(join::JoinError::NoAnswer(why).into()),
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 async fn dev(opts: dev::DevOptions) -> anyhow::Result<()> {
@@ -225,7 +283,11 @@ fn main() -> ExitCode {
             .and_then(|rt| {
                 rt.block_on(async move {
                     match cmd {
-                        Cmd::Run { config, overrides } => run(config, *overrides).await,
+                        Cmd::Run {
+                            config,
+                            overrides,
+                            join,
+                        } => run(config, *overrides, join).await,
                         Cmd::Dev {
                             dir,
                             base_port,

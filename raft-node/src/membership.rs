@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use raft_core::driver::{Node, VoterChangeError, WriteError};
-use raft_core::protocol::{MembershipError, Status, VoterChange};
+use raft_core::protocol::{MembershipError, Status};
 use raft_core::voters::VoterSetError;
 use raft_core::{DirectoryId, ReplicaId, Role};
 
@@ -17,15 +17,17 @@ pub const CHANGE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `RAFT VOTERS`: one line per voter of the set in force here (`voter:<id> directory=<uuid>
 /// endpoint=<addr>`), then, on the leader, one per observer with the directory it fetches
-/// with (those an operator can add).
-pub fn voters_text(st: &Status) -> String {
+/// with (those an operator can add). A voter whose entry has no endpoint (a configured one)
+/// shows the address this node reaches it at (`addr_of`), `-` when it knows none: a node
+/// joining with `run --join` learns the voters from these lines.
+pub fn voters_text(st: &Status, addr_of: impl Fn(ReplicaId) -> Option<SocketAddr>) -> String {
     let mut s = String::new();
     for (id, v) in st.voter_set.iter() {
         let dir = v.directory.map_or("static".into(), |d| d.to_string());
-        let endpoint = if v.endpoint.is_empty() {
-            "-"
-        } else {
-            &v.endpoint
+        let endpoint = match (v.endpoint.is_empty(), addr_of(id)) {
+            (false, _) => v.endpoint.clone(),
+            (true, Some(addr)) => addr.to_string(),
+            (true, None) => "-".into(),
         };
         s += &format!("voter:{} directory={dir} endpoint={endpoint}\r\n", id.0);
     }
@@ -72,34 +74,28 @@ pub async fn add_voter(
             }
         }
     };
-    let change = VoterChange::Add {
-        id: ReplicaId(id),
-        directory,
-        endpoint,
-    };
-    change_reply(st, node.change_voters(change, CHANGE_TIMEOUT).await)
+    let added = node.add_voter(ReplicaId(id), directory, endpoint, CHANGE_TIMEOUT);
+    change_reply(st, added.await)
 }
 
 /// `RAFT REMOVE-VOTER <id>`: the voter with this id, whatever its directory.
 pub async fn remove_voter(node: &Node, st: &Status, id: u32) -> Reply {
     let directory = st.voter_set.get(ReplicaId(id)).and_then(|v| v.directory);
-    let change = VoterChange::Remove {
-        id: ReplicaId(id),
-        directory,
-    };
-    change_reply(st, node.change_voters(change, CHANGE_TIMEOUT).await)
+    let removed = node.remove_voter(ReplicaId(id), directory, CHANGE_TIMEOUT);
+    change_reply(st, removed.await)
 }
 
 /// `RAFT UPDATE-VOTER <id> <ip:port>`: the voter with this id, whatever its directory, is
 /// reached at `endpoint` from now on (a machine that moved, or a voter added with no address).
 pub async fn update_voter(node: &Node, st: &Status, id: u32, endpoint: SocketAddr) -> Reply {
     let directory = st.voter_set.get(ReplicaId(id)).and_then(|v| v.directory);
-    let change = VoterChange::Update {
-        id: ReplicaId(id),
+    let updated = node.update_voter(
+        ReplicaId(id),
         directory,
-        endpoint: endpoint.to_string(),
-    };
-    change_reply(st, node.change_voters(change, CHANGE_TIMEOUT).await)
+        endpoint.to_string(),
+        CHANGE_TIMEOUT,
+    );
+    change_reply(st, updated.await)
 }
 
 fn not_leader(st: &Status) -> Reply {

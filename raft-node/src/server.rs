@@ -767,7 +767,16 @@ impl Server {
                 fields.insert(at, (Reply::bulk("role"), Reply::bulk(role)));
                 Reply::Map(fields)
             }
-            AdminOp::RaftVoters => Reply::bulk(crate::membership::voters_text(&st)),
+            AdminOp::RaftVoters => {
+                let addr_of = |id: ReplicaId| {
+                    let cfg = &self.cfg;
+                    let configured = cfg.voters.get(&id).or_else(|| cfg.observers.get(&id));
+                    configured
+                        .map(|a| a.peer)
+                        .or_else(|| self.transport.as_ref()?.peer_addr(id))
+                };
+                Reply::bulk(crate::membership::voters_text(&st, addr_of))
+            }
             AdminOp::RaftAddVoter(id, directory) => {
                 // The configured address, else where the transport reaches it now (learned
                 // from its connection when no configuration here names it).

@@ -84,6 +84,7 @@ use raft_core::ReplicaId;
 
 mod check;
 mod file;
+mod joined;
 mod overrides;
 #[cfg(test)]
 mod tests;

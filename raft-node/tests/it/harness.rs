@@ -271,6 +271,8 @@ pub struct Cluster {
     /// Observers are listed only in their own configuration (machines joining a running
     /// cluster whose nodes were configured without them).
     unlisted_observers: bool,
+    /// Nodes started with `run --join` instead of a voter list: the client ports they ask.
+    join_ports: std::collections::BTreeMap<u32, Vec<u16>>,
 }
 
 /// `(client, peer, metrics)` ports for `n` nodes.
@@ -334,6 +336,7 @@ impl Cluster {
             timers: std::collections::BTreeMap::new(),
             voters,
             unlisted_observers: false,
+            join_ports: Default::default(),
         };
         for n in &cluster.nodes {
             std::fs::write(cluster.config_path(n.id), cluster.config_text(n.id)).unwrap();
@@ -373,6 +376,14 @@ impl Cluster {
         self.dir.path().join(format!("node{id}.log"))
     }
 
+    /// Makes node `id` start with `run --join` through the client ports `ports` (a closed
+    /// port too, to see it fall back): its configuration lists no voters, only its own
+    /// listen addresses (rewrites its config file; takes effect at its next start).
+    pub fn join_through(&mut self, id: u32, ports: &[u16]) {
+        self.join_ports.insert(id, ports.to_vec());
+        std::fs::write(self.config_path(id), self.config_text(id)).unwrap();
+    }
+
     /// Replaces the body of node `id`'s `[timers]` table (rewrites its config file; takes
     /// effect at its next start).
     pub fn set_timers(&mut self, id: u32, timers: &str) {
@@ -390,14 +401,24 @@ impl Cluster {
             String::as_str,
         );
         let metrics = self.metrics_port(id);
+        let joining = self.join_ports.contains_key(&id);
+        let listen = if joining {
+            format!(
+                "peer = \"127.0.0.1:{}\"\nclient = \"127.0.0.1:{}\"\n",
+                self.peer_port(id),
+                self.port(id)
+            )
+        } else {
+            String::new()
+        };
         let mut s = format!(
             "cluster_id = \"it\"\nreplica_id = {id}\ndata_dir = \"data{id}\"\n\n\
-             [listen]\nmetrics = \"127.0.0.1:{metrics}\"\n\n[tls]\n\
+             [listen]\n{listen}metrics = \"127.0.0.1:{metrics}\"\n\n[tls]\n\
              ca_cert = \"certs/ca.pem\"\ncert = \"certs/node-{id}.pem\"\nkey = \"certs/node-{id}.key\"\n\n\
              [timers]\n{timers}"
         );
         for n in &self.nodes {
-            if self.unlisted_observers && n.id > self.voters && n.id != id {
+            if joining || (self.unlisted_observers && n.id > self.voters && n.id != id) {
                 continue;
             }
             let table = if n.id <= self.voters {
@@ -422,16 +443,19 @@ impl Cluster {
         format!("{top}\n{s}\n{tables}")
     }
 
-    fn spawn(&self, config: &Path, log: &Path) -> Child {
+    fn spawn(&self, config: &Path, log: &Path, join: Option<&[u16]>) -> Child {
         let log = OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)
             .unwrap();
-        Command::new(BIN)
-            .args(["run", "--config"])
-            .arg(config)
-            .env("RUST_LOG", "info")
+        let mut cmd = Command::new(BIN);
+        cmd.args(["run", "--config"]).arg(config);
+        if let Some(ports) = join {
+            let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+            cmd.arg("--join").arg(addrs.join(","));
+        }
+        cmd.env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -444,7 +468,8 @@ impl Cluster {
         for i in 0..self.nodes.len() {
             if self.nodes[i].child.is_none() {
                 let id = self.nodes[i].id;
-                let child = self.spawn(&self.config_path(id), &self.log_path(id));
+                let join = self.join_ports.get(&id).map(Vec::as_slice);
+                let child = self.spawn(&self.config_path(id), &self.log_path(id), join);
                 self.nodes[i].child = Some(child);
             }
         }
@@ -480,7 +505,7 @@ impl Cluster {
         std::fs::write(&config, text).unwrap();
         let log = self.dir.path().join(format!("alt{id}.log"));
         let _ = std::fs::remove_file(&log);
-        let mut child = self.spawn(&config, &log);
+        let mut child = self.spawn(&config, &log, None);
         let deadline = Instant::now() + DEADLINE;
         let ok = loop {
             if let Some(status) = child.try_wait().unwrap() {
@@ -669,7 +694,8 @@ impl Cluster {
             .position(|n| n.id == id)
             .expect("known node");
         if self.nodes[i].child.is_none() {
-            let child = self.spawn(&self.config_path(id), &self.log_path(id));
+            let join = self.join_ports.get(&id).map(Vec::as_slice);
+            let child = self.spawn(&self.config_path(id), &self.log_path(id), join);
             self.nodes[i].child = Some(child);
         }
         let port = self.nodes[i].client_port;

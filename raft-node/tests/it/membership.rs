@@ -175,15 +175,20 @@ fn a_dev_cluster_adds_a_fourth_node_while_running() {
     );
 }
 
-/// A machine no running node's configuration names joins: its own configuration lists the
-/// voters and itself, the voters accept its certificate (same CA, `replica-4.raft`) and learn
-/// its address from its connection, `RAFT ADD-VOTER 4` records that address as its endpoint,
-/// and the endpoint is how the others reach it: with the leader killed, the two remaining
-/// original voters can only elect a leader with node 4's vote (three of four).
-/// `RAFT UPDATE-VOTER` gives a configured voter an endpoint the same way.
+/// A machine no running node's configuration names joins with `run --join`: its
+/// configuration lists no voters; it asks a closed port (its own, not yet listening) and then
+/// node 2 for `RAFT VOTERS` and starts as an observer of the voters named there. The voters
+/// accept its certificate (same CA, `replica-4.raft`) and learn its address from its
+/// connection, `RAFT ADD-VOTER 4` records that address as its endpoint, and the endpoint is
+/// how the others reach it. Restarted with no node to ask, node 4 starts from the voters its
+/// join saved and catches up. Then, with the leader killed, the two remaining original voters
+/// can only elect a leader with node 4's vote (three of four). `RAFT UPDATE-VOTER` gives a
+/// configured voter an endpoint the same way.
 #[test]
 fn a_machine_no_configuration_names_joins_and_its_vote_elects_a_leader() {
     let mut c = Cluster::prepare_with_joiners(3, 1, "");
+    let own_port = c.port(4);
+    c.join_through(4, &[own_port, c.port(2)]);
     c.restart_all();
     let mut written = 0;
     let mut write = |c: &Cluster, n: u32| {
@@ -231,7 +236,18 @@ fn a_machine_no_configuration_names_joins_and_its_vote_elects_a_leader() {
         .client(c.wait_for_leader())
         .cmd(&["RAFT", "UPDATE-VOTER", "9", "127.0.0.1:1"]);
     assert!(refused.is_error("ERR r9 is not a voter"), "{refused:?}");
-    write(&c, 10);
+    // No node to ask: node 4 starts from the voters its join saved.
+    c.kill(4);
+    c.join_through(4, &[own_port]);
+    c.start_one(4);
+    let n = write(&c, 10);
+    all_keys_on(&c, 4, n);
+    assert!(
+        c.log_text(4)
+            .contains("using the voters saved at the last join"),
+        "node 4 fell back on its saved voters"
+    );
+    let leader = c.wait_for_leader();
     c.kill(leader);
     wait_until("a leader among the survivors", || {
         c.wait_for_leader() != leader

@@ -1,0 +1,357 @@
+//! `raft-node run --join ADDR,...`: a new machine learns the voters from any running node
+//! instead of from its configuration file.
+//!
+//! The joining node connects to each given client (RESP) address in turn, sends `RAFT VOTERS`
+//! (after `AUTH` with its own `client.requirepass`, when set), and takes the voter lines of
+//! the first answer as its bootstrap voter set: the replica ids and the peer addresses every
+//! node reaches them at. It then starts as an observer (unless its id is among the voters)
+//! and fetches from the leader; the voter set recorded in the log supersedes what it learned,
+//! exactly as it supersedes a configuration file's `[[voters]]`.
+//!
+//! The learned set is saved in the data directory (`joined-voters.toml`) once the node runs,
+//! so that a later start can use it when no running node answers (a whole cluster restarting
+//! at once).
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The file in the data directory that keeps the voters learned at the last join.
+pub const SAVED_FILE: &str = "joined-voters.toml";
+
+/// The largest `RAFT VOTERS` answer read (a voter line is under 100 bytes).
+const ANSWER_BYTES_MAX: usize = 1 << 20;
+
+/// A voter as a running node reported it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LearnedVoter {
+    /// Its replica id.
+    pub id: u32,
+    /// The peer (QUIC) address nodes reach it at.
+    pub peer: String,
+}
+
+/// Why the voters could not be learned.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    /// A `RAFT VOTERS` answer that is not one.
+    #[error("malformed RAFT VOTERS answer: {0}")]
+    Malformed(String),
+    /// A voter without an address to reach it at.
+    #[error("voter r{0} has no known peer address on the node asked (give it one with RAFT UPDATE-VOTER)")]
+    NoEndpoint(u32),
+    /// No given address answered, and no voters were saved by an earlier join.
+    #[error("no node to join answered: {0}")]
+    NoAnswer(String),
+    /// The saved list could not be read or written.
+    #[error("{path}: {reason}")]
+    Saved {
+        /// The file.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// The voters in a `RAFT VOTERS` answer: its `voter:<id> directory=<d> endpoint=<addr>` lines
+/// (observer lines are skipped). At least one voter, each with an endpoint and a distinct id.
+pub fn parse_voters(text: &str) -> Result<Vec<LearnedVoter>, JoinError> {
+    let mut voters: Vec<LearnedVoter> = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let Some(rest) = line.strip_prefix("voter:") else {
+            if line.starts_with("observer:") {
+                continue;
+            }
+            return Err(JoinError::Malformed(format!("unexpected line {line:?}")));
+        };
+        let mut fields = rest.split(' ');
+        let id: u32 = fields
+            .next()
+            .and_then(|s| s.parse().ok())
+            .filter(|id| *id != 0)
+            .ok_or_else(|| JoinError::Malformed(format!("no replica id in {line:?}")))?;
+        let endpoint = fields
+            .find_map(|f| f.strip_prefix("endpoint="))
+            .ok_or_else(|| JoinError::Malformed(format!("no endpoint in {line:?}")))?;
+        if endpoint.is_empty() || endpoint == "-" {
+            return Err(JoinError::NoEndpoint(id));
+        }
+        if voters.iter().any(|v| v.id == id) {
+            return Err(JoinError::Malformed(format!("voter r{id} listed twice")));
+        }
+        voters.push(LearnedVoter {
+            id,
+            peer: endpoint.to_string(),
+        });
+    }
+    if voters.is_empty() {
+        return Err(JoinError::Malformed("no voter lines".into()));
+    }
+    Ok(voters)
+}
+
+/// Asks the nodes at `addrs` for their voters, each in turn, in rounds until one answers or
+/// `deadline` has passed (nodes may still be starting): the address that answered and its
+/// voters. Every attempt is bounded by `attempt`.
+pub async fn discover(
+    addrs: &[String],
+    password: Option<&str>,
+    attempt: Duration,
+    deadline: Duration,
+) -> Result<(String, Vec<LearnedVoter>), JoinError> {
+    let until = tokio::time::Instant::now() + deadline;
+    let mut failures = Vec::new();
+    loop {
+        failures.clear();
+        for addr in addrs {
+            match tokio::time::timeout(attempt, ask(addr, password)).await {
+                // An answer naming a voter with no address will not change by asking
+                // again, and a malformed one is not a node to trust: both end the search.
+                Ok(Ok(text)) => return parse_voters(&text).map(|v| (addr.clone(), v)),
+                Ok(Err(e)) => failures.push(format!("{addr}: {e}")),
+                Err(_) => failures.push(format!("{addr}: no answer within {attempt:?}")),
+            }
+        }
+        if tokio::time::Instant::now() >= until {
+            return Err(JoinError::NoAnswer(failures.join("; ")));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// One `RAFT VOTERS` exchange over RESP2 (after `AUTH` when a password is given).
+async fn ask(addr: &str, password: Option<&str>) -> Result<String, String> {
+    let mut stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("cannot connect: {e}"))?;
+    let mut reader = ReplyReader::default();
+    if let Some(password) = password {
+        stream
+            .write_all(&command(&["AUTH", password]))
+            .await
+            .map_err(|e| e.to_string())?;
+        match reader.next(&mut stream).await? {
+            Reply::Simple(_) => {}
+            other => return Err(format!("AUTH answered {other:?}")),
+        }
+    }
+    stream
+        .write_all(&command(&["RAFT", "VOTERS"]))
+        .await
+        .map_err(|e| e.to_string())?;
+    match reader.next(&mut stream).await? {
+        Reply::Bulk(text) => Ok(text),
+        other => Err(format!("RAFT VOTERS answered {other:?}")),
+    }
+}
+
+/// A command as a RESP array of bulk strings.
+fn command(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    out
+}
+
+/// The replies `ask` expects.
+#[derive(Debug, PartialEq, Eq)]
+enum Reply {
+    Simple(String),
+    Error(String),
+    Bulk(String),
+}
+
+/// Reads RESP2 replies of the three kinds above from a stream, bounded in size.
+#[derive(Default)]
+struct ReplyReader {
+    buf: Vec<u8>,
+}
+
+impl ReplyReader {
+    async fn next(&mut self, stream: &mut TcpStream) -> Result<Reply, String> {
+        loop {
+            if let Some((reply, used)) = parse_reply(&self.buf)? {
+                self.buf.drain(..used);
+                return Ok(reply);
+            }
+            if self.buf.len() > ANSWER_BYTES_MAX {
+                return Err(format!("answer over {ANSWER_BYTES_MAX} bytes"));
+            }
+            let mut chunk = [0u8; 4096];
+            let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
+            if n == 0 {
+                return Err("connection closed before the answer".into());
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
+/// One reply from the front of `buf` and the bytes it used, or `None` while incomplete.
+fn parse_reply(buf: &[u8]) -> Result<Option<(Reply, usize)>, String> {
+    let Some(eol) = buf.windows(2).position(|w| w == b"\r\n") else {
+        return Ok(None);
+    };
+    if eol == 0 {
+        return Err("an empty reply line".into());
+    }
+    let line = String::from_utf8_lossy(&buf[1..eol]).into_owned();
+    match buf[0] {
+        b'+' => Ok(Some((Reply::Simple(line), eol + 2))),
+        b'-' => Ok(Some((Reply::Error(line), eol + 2))),
+        b'$' => {
+            let len: usize = line
+                .parse()
+                .map_err(|_| format!("bad bulk length {line:?}"))?;
+            if len > ANSWER_BYTES_MAX {
+                return Err(format!("bulk of {len} bytes"));
+            }
+            let start = eol + 2;
+            if buf.len() < start + len + 2 {
+                return Ok(None);
+            }
+            let body = String::from_utf8_lossy(&buf[start..start + len]).into_owned();
+            Ok(Some((Reply::Bulk(body), start + len + 2)))
+        }
+        other => Err(format!("unexpected reply type {:?}", other as char)),
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Saved {
+    voters: Vec<LearnedVoter>,
+}
+
+/// Keeps `voters` in `data_dir` for a later start that finds no node to ask (written to a
+/// temporary file and renamed, so a crash leaves the old list or the new one).
+pub fn save(data_dir: &Path, voters: &[LearnedVoter]) -> Result<(), JoinError> {
+    let path = data_dir.join(SAVED_FILE);
+    let failed = |e: std::io::Error| JoinError::Saved {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    };
+    let text = toml::to_string(&Saved {
+        voters: voters.to_vec(),
+    })
+    .map_err(|e| JoinError::Saved {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    let tmp = data_dir.join(format!("{SAVED_FILE}.tmp"));
+    std::fs::write(&tmp, text).map_err(failed)?;
+    std::fs::rename(&tmp, &path).map_err(failed)
+}
+
+/// The voters an earlier join saved in `data_dir`, if any.
+pub fn load(data_dir: &Path) -> Result<Option<Vec<LearnedVoter>>, JoinError> {
+    let path = data_dir.join(SAVED_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(JoinError::Saved {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })
+        }
+    };
+    let saved: Saved = toml::from_str(&text).map_err(|e| JoinError::Saved {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    if saved.voters.is_empty() {
+        return Err(JoinError::Saved {
+            path: path.display().to_string(),
+            reason: "no voters".into(),
+        });
+    }
+    Ok(Some(saved.voters))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn voter_lines_are_learned_and_observer_lines_skipped() {
+        let text = "voter:1 directory=static endpoint=127.0.0.1:7101\r\n\
+                    voter:4 directory=0b7e6d1c-0000-4000-8000-000000000001 endpoint=10.0.0.4:7101\r\n\
+                    observer:5 directory=- end_offset=12\r\n";
+        assert_eq!(
+            parse_voters(text).unwrap(),
+            vec![
+                LearnedVoter {
+                    id: 1,
+                    peer: "127.0.0.1:7101".into()
+                },
+                LearnedVoter {
+                    id: 4,
+                    peer: "10.0.0.4:7101".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn answers_that_cannot_be_joined_are_refused() {
+        assert!(matches!(
+            parse_voters("voter:2 directory=static endpoint=-\r\n"),
+            Err(JoinError::NoEndpoint(2))
+        ));
+        for bad in [
+            "",
+            "observer:3 directory=- end_offset=1",
+            "voter:x directory=static endpoint=a:1",
+            "voter:0 directory=static endpoint=a:1",
+            "voter:1 directory=static",
+            "voter:1 endpoint=a:1\nvoter:1 endpoint=b:1",
+            "hello",
+        ] {
+            assert!(
+                matches!(parse_voters(bad), Err(JoinError::Malformed(_))),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn replies_are_read_whole_or_not_at_all() {
+        assert_eq!(
+            parse_reply(b"$5\r\nhello\r\n+OK").unwrap(),
+            Some((Reply::Bulk("hello".into()), 11))
+        );
+        assert_eq!(parse_reply(b"$5\r\nhel").unwrap(), None);
+        assert_eq!(parse_reply(b"+OK").unwrap(), None);
+        assert_eq!(
+            parse_reply(b"-NOAUTH x\r\n").unwrap(),
+            Some((Reply::Error("NOAUTH x".into()), 11))
+        );
+        assert!(parse_reply(b":1\r\n").is_err());
+        assert!(parse_reply(b"\r\n").is_err());
+        assert!(parse_reply(b"$-x\r\n").is_err());
+        assert!(parse_reply(b"$99999999999\r\n").is_err());
+    }
+
+    #[test]
+    fn saved_voters_load_back_and_a_missing_file_is_none() {
+        let dir = std::env::temp_dir().join(format!("raft-node-join-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let _ = std::fs::remove_file(dir.join(SAVED_FILE));
+        assert!(load(&dir).unwrap().is_none());
+        let voters = vec![LearnedVoter {
+            id: 3,
+            peer: "127.0.0.1:9".into(),
+        }];
+        save(&dir, &voters).unwrap();
+        assert_eq!(load(&dir).unwrap(), Some(voters));
+        std::fs::write(dir.join(SAVED_FILE), "voters = []\n").unwrap();
+        assert!(load(&dir).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
