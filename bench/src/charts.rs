@@ -1,7 +1,8 @@
 //! SVG charts drawn from the figures of a run (the same figures the JSON file holds), with
 //! `plotters`' SVG backend: throughput against concurrency (core writes, reads per mode),
 //! latency percentiles against concurrency, the latency CDF of core writes per client count,
-//! and read scaling across replicas.
+//! read scaling across replicas, the cluster suite's workloads per storage engine, and the
+//! latency of each request kind of its mixed workload.
 //!
 //! Concurrency is drawn on a log2 axis and latency on a log10 axis; both are plain linear axes
 //! over the logarithms, labelled with the original values, so that every chart uses one kind of
@@ -28,6 +29,7 @@ pub fn expected(suite: &str) -> &'static [&'static str] {
             "reads-latency.svg",
             "reads-scaling.svg",
         ],
+        "cluster" => &["cluster-throughput.svg", "cluster-mixed-latency.svg"],
         _ => &[],
     }
 }
@@ -271,6 +273,7 @@ pub fn write(figures: &[Figure], dir: &Path, prefix: &str) -> Result<Vec<PathBuf
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let mut charts = core_charts(figures);
     charts.extend(reads_charts(figures));
+    charts.extend(cluster_charts(figures));
     let mut written = Vec::new();
     for (name, chart) in &charts {
         let p = path(dir, prefix, name);
@@ -409,6 +412,91 @@ fn reads_charts(figures: &[Figure]) -> Vec<(&'static str, Chart<'static>)> {
     charts
 }
 
+/// Points `(clients, values[y])` of the cluster figures named `name` on `storage`, leaving out
+/// the payload sweep (values other than 256 B), sorted by clients.
+fn cluster_points(figures: &[Figure], name: &str, storage: &str, y: &str) -> Vec<(f64, f64)> {
+    let mut out: Vec<(f64, f64)> = figures
+        .iter()
+        .filter(|f| f.suite == "cluster" && f.name == name)
+        .filter(|f| f.params.get("storage").and_then(Value::as_str) == Some(storage))
+        .filter(|f| num(&f.params, "value_bytes").is_none_or(|v| v == 256.0))
+        .filter_map(|f| Some((num(&f.params, "clients")?, num(&f.values, y)?)))
+        .collect();
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    out
+}
+
+/// The cluster suite's charts: every workload's throughput against clients (one line per
+/// workload and storage engine), and the mixed workload's latency per request kind.
+fn cluster_charts(figures: &[Figure]) -> Vec<(&'static str, Chart<'static>)> {
+    let mut storages: Vec<&str> = Vec::new();
+    let mut workloads: Vec<&str> = Vec::new();
+    for f in figures.iter().filter(|f| f.suite == "cluster") {
+        // The redis baselines have no storage engine and are left out.
+        let Some(storage) = f.params.get("storage").and_then(Value::as_str) else {
+            continue;
+        };
+        if !storages.contains(&storage) {
+            storages.push(storage);
+        }
+        if !workloads.contains(&f.name.as_str()) {
+            workloads.push(&f.name);
+        }
+    }
+    if storages.is_empty() {
+        return Vec::new();
+    }
+    let mut throughput = Vec::new();
+    let mut mixed = Vec::new();
+    for (s, storage) in storages.iter().enumerate() {
+        for (w, workload) in workloads.iter().enumerate() {
+            throughput.push(Series {
+                label: format!("{storage}: {workload}"),
+                points: cluster_points(figures, workload, storage, "ops_per_s"),
+                thin: s > 0,
+                colour: w,
+            });
+        }
+        for (k, kind) in crate::mixed_workload::KINDS.iter().enumerate() {
+            for (percentile, thin) in [("p50", false), ("p99", true)] {
+                let key = format!("{}_{percentile}_us", kind.to_ascii_lowercase());
+                mixed.push(Series {
+                    label: format!("{storage}: {kind} {percentile}"),
+                    points: cluster_points(figures, crate::cluster_suite::MIXED, storage, &key),
+                    thin,
+                    colour: k + s * crate::mixed_workload::KINDS.len(),
+                });
+            }
+        }
+    }
+    vec![
+        (
+            "cluster-throughput.svg",
+            Chart {
+                x_latency: false,
+                title: "cluster: operations per second against clients (thick: first engine)",
+                x_desc: "concurrent clients",
+                y_desc: "operations/s (log)",
+                log_y: true,
+                series: throughput,
+                targets: vec![],
+            },
+        ),
+        (
+            "cluster-mixed-latency.svg",
+            Chart {
+                x_latency: false,
+                title: "cluster: mixed workload latency per request kind, p50 (thick), p99 (thin)",
+                x_desc: "concurrent clients",
+                y_desc: "latency (us, log)",
+                log_y: true,
+                series: mixed,
+                targets: vec![],
+            },
+        ),
+    ]
+}
+
 /// Spreading reads over the replicas against serving them on the leader: throughput and leader
 /// CPU per read as ratios, with the targets of the bench issue.
 fn scaling_chart(figures: &[Figure]) -> Chart<'static> {
@@ -499,6 +587,29 @@ mod tests {
             json!({ "readers": 8 }),
             json!({ "throughput_ratio": 1.2, "leader_cpu_ratio": 0.4 }),
         ));
+        for clients in [1, 16] {
+            out.push(figure(
+                "cluster",
+                "writes to leader",
+                json!({ "storage": "fjall", "clients": clients, "value_bytes": 256 }),
+                json!({ "ops_per_s": 900.0 * clients as f64, "p50_us": 900 }),
+            ));
+            out.push(figure(
+                "cluster",
+                crate::cluster_suite::MIXED,
+                json!({ "storage": "fjall", "clients": clients }),
+                json!({
+                    "ops_per_s": 2000.0, "hgetall_p50_us": 300, "hgetall_p99_us": 900,
+                    "zincrby_p50_us": 1200, "zincrby_p99_us": 4000,
+                }),
+            ));
+        }
+        out.push(figure(
+            "cluster",
+            "redis SET (baseline)",
+            json!({ "clients": 1 }),
+            json!({ "ops_per_s": 3000.0 }),
+        ));
         out
     }
 
@@ -506,13 +617,30 @@ mod tests {
     fn every_expected_chart_is_written_from_the_figures() {
         let dir = tempfile::tempdir().expect("temp dir");
         let written = write(&figures(), dir.path(), "run").expect("charts");
-        assert_eq!(written.len(), 6, "{written:?}");
-        let suites = vec!["core".to_string(), "reads".to_string()];
+        assert_eq!(written.len(), 8, "{written:?}");
+        let suites = vec![
+            "core".to_string(),
+            "reads".to_string(),
+            "cluster".to_string(),
+        ];
         check(dir.path(), "run", &suites).expect("every chart exists");
         let svg = std::fs::read_to_string(path(dir.path(), "run", "reads-throughput.svg"))
             .expect("chart");
         assert!(svg.starts_with("<svg"), "an SVG document");
         assert!(svg.contains("linearizable-all"), "one line per read mode");
+        let svg = std::fs::read_to_string(path(dir.path(), "run", "cluster-throughput.svg"))
+            .expect("chart");
+        assert!(
+            svg.contains("fjall: mixed: sessions"),
+            "the mixed workload is drawn"
+        );
+        assert!(!svg.contains("redis SET"), "baselines have no engine");
+        let svg = std::fs::read_to_string(path(dir.path(), "run", "cluster-mixed-latency.svg"))
+            .expect("chart");
+        assert!(
+            svg.contains("fjall: ZINCRBY p99"),
+            "one line per kind and percentile"
+        );
     }
 
     #[test]

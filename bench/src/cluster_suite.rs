@@ -3,7 +3,9 @@
 //! benchmark matrix (1 connection / 1 client, 50 / 50, 100 connections / 1000 clients) x
 //! (writes to the leader, writes spread over all members, linearizable reads on the leader,
 //! linearizable reads over all members, sequential reads over all members), 8 B keys and 256 B
-//! values, plus a payload sweep of writes. When `redis-server` is installed, one
+//! values, plus a payload sweep of writes, plus a mixed workload of session hashes and a
+//! sorted-set leaderboard spread over all members ([`crate::mixed_workload`], reported per
+//! request kind too). When `redis-server` is installed, one
 //! `redis-server` with `appendfsync always` is driven by the same generator (and by
 //! `redis-benchmark`) as the baseline.
 //!
@@ -15,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::mixed_workload::{self, MIX_PERCENT, PLAYERS};
 use crate::proc_cluster::{free_ports, node_binary, ProcCluster, Timers, READY_DEADLINE};
 use crate::resp_load::{self, Conn, Load, Op};
 use crate::{Figure, Size};
@@ -80,6 +83,12 @@ const MATRIX: [Workload; 5] = [
         read_mode: Some("sequential"),
     },
 ];
+
+/// The mixed workload's figure name.
+pub const MIXED: &str = "mixed: sessions and leaderboard, all";
+
+/// Size of each session's `cart` field in the mixed workload.
+const CART_BYTES: usize = 64;
 
 /// `(connections, clients)` levels.
 fn levels(size: Size) -> &'static [(usize, usize)] {
@@ -182,19 +191,8 @@ async fn backend(
             i + 1,
             w.name
         );
-        let leader = cluster.wait_leader().await?;
         let load = Load {
-            ports: match w.target {
-                Target::Leader => vec![cluster.port(leader)],
-                // Followers first, so that a single connection measures a follower.
-                Target::All => cluster
-                    .ids()
-                    .into_iter()
-                    .filter(|id| *id != leader)
-                    .chain([leader])
-                    .map(|id| cluster.port(id))
-                    .collect(),
-            },
+            ports: ports(&cluster, w.target).await?,
             connections,
             clients,
             op: w.op,
@@ -224,7 +222,99 @@ async fn backend(
             values: load_values(&got),
         });
     }
+    mixed(&cluster, storage, size, out).await
+}
+
+/// The client ports a load goes to, the leader's last.
+async fn ports(cluster: &ProcCluster, target: Target) -> Result<Vec<u16>, String> {
+    let leader = cluster.wait_leader().await?;
+    Ok(match target {
+        Target::Leader => vec![cluster.port(leader)],
+        // Followers first, so that a single connection measures a follower.
+        Target::All => cluster
+            .ids()
+            .into_iter()
+            .filter(|id| *id != leader)
+            .chain([leader])
+            .map(|id| cluster.port(id))
+            .collect(),
+    })
+}
+
+/// The mixed workload at every level, over all members with linearizable reads, after its
+/// sessions and players are preloaded.
+async fn mixed(
+    cluster: &ProcCluster,
+    storage: &'static str,
+    size: Size,
+    out: &mut Vec<Figure>,
+) -> Result<(), String> {
+    let sessions = size.pick(KEYSPACE, 1_000);
+    let cart = vec![b'c'; CART_BYTES];
+    let leader = cluster.wait_leader().await?;
+    mixed_workload::preload(cluster.port(leader), sessions, &cart).await?;
+    let mix: serde_json::Map<String, Value> = mixed_workload::KINDS
+        .iter()
+        .zip(MIX_PERCENT)
+        .map(|(k, p)| (k.to_string(), json!(p)))
+        .collect();
+    for &(connections, clients) in levels(size) {
+        eprintln!(
+            "bench: cluster {storage}: {MIXED} at {connections} connections / {clients} clients"
+        );
+        let load = Load {
+            ports: ports(cluster, Target::All).await?,
+            connections,
+            clients,
+            op: Op::Mixed,
+            value_bytes: CART_BYTES,
+            keyspace: sessions,
+            setup: vec![vec!["READMODE".into(), "linearizable".into()]],
+            warmup: warmup(size),
+            window: size.window(),
+        };
+        let got = resp_load::run(&load)
+            .await
+            .map_err(|e| format!("{MIXED}: {e}{}", cluster.log_tails()))?;
+        out.push(Figure {
+            suite: "cluster",
+            name: MIXED.into(),
+            params: json!({
+                "storage": storage, "voters": 3, "transport": "quic, mutual TLS, loopback",
+                "fsync": true, "connections": connections, "clients": clients,
+                "sessions": sessions, "session_fields": 4, "cart_bytes": CART_BYTES,
+                "players": PLAYERS, "mix_percent": mix, "read_mode": "linearizable",
+                "window_s": size.window().as_secs_f64(), "load_average_1m": load_average(),
+            }),
+            values: mixed_values(&got),
+        });
+    }
     Ok(())
+}
+
+/// [`load_values`] plus, for each request kind, its rate (`hgetall_per_s`, which `--check`
+/// requires to be positive like every rate), error count and latency percentiles.
+fn mixed_values(o: &resp_load::Outcome) -> Value {
+    let mut v = load_values(o);
+    if let Some(map) = v.as_object_mut() {
+        for k in &o.by_kind {
+            let name = k.kind.to_ascii_lowercase();
+            map.insert(
+                format!("{name}_per_s"),
+                json!((k.ok as f64 / o.seconds).round()),
+            );
+            map.insert(format!("{name}_errors"), json!(k.errors));
+            map.insert(
+                format!("{name}_p50_us"),
+                json!(k.hist.value_at_quantile(0.5)),
+            );
+            map.insert(
+                format!("{name}_p99_us"),
+                json!(k.hist.value_at_quantile(0.99)),
+            );
+        }
+    }
+    v
 }
 
 /// Whether `name` is an executable on `PATH`.

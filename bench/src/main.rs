@@ -17,7 +17,8 @@
 //! * `transport`: small RPC round trips and 4 KiB / 64 KiB throughput over the QUIC transport,
 //!   over TCP with the same mutual TLS, and over plain TCP, side by side.
 //! * `cluster`: three real `raft-node` processes (QUIC on loopback, fsync on, each storage
-//!   backend) under the etcd benchmark matrix through the Redis protocol, next to a
+//!   backend) under the etcd benchmark matrix through the Redis protocol, and a mixed workload
+//!   of session hashes and a sorted-set leaderboard (per request kind too), next to a
 //!   `redis-server` baseline with `appendfsync always` when one is installed.
 //! * `failover`: kill -9 of the leader to the first successful write (real processes), and the
 //!   leader changes a rejoining partitioned follower causes with pre-vote on and off.
@@ -32,7 +33,8 @@
 //! suite produced figures with positive rates (CI runs both: it asserts that the harness works,
 //! never a timing).
 //!
-//! SVG charts of the figures (throughput and latency against concurrency, read scaling) go next
+//! SVG charts of the figures (throughput and latency against concurrency, read scaling, the
+//! cluster workloads per engine, the mixed workload's latency per request kind) go next
 //! to the JSON file (`target/bench/` without `--json`), named after its stem; `--check` also
 //! fails when a chart of a suite that ran is missing.
 
@@ -41,6 +43,7 @@ mod cluster_suite;
 mod core_suite;
 mod failover_suite;
 mod membership_suite;
+mod mixed_workload;
 mod openraft;
 mod proc_cluster;
 mod reads_suite;

@@ -9,7 +9,8 @@
 //! window count; the warm-up before it does not.
 //!
 //! Keys are 8 bytes (`k` and seven digits) drawn uniformly from a key space; values are a fixed
-//! byte repeated. The generator runs on one thread (a current-thread runtime), like
+//! byte repeated. [`Op::Mixed`] draws each request from [`crate::mixed_workload`]'s mix instead,
+//! and every reply is also counted under its request's kind. The generator runs on one thread (a current-thread runtime), like
 //! `redis-benchmark`, so that it takes as little of the machine's two cores as it can.
 
 use std::collections::VecDeque;
@@ -26,6 +27,20 @@ pub enum Op {
     Set,
     /// `GET key`.
     Get,
+    /// Sessions in hashes and a sorted-set leaderboard ([`crate::mixed_workload`]); the key
+    /// space is the number of sessions, the value size the session's `cart` field.
+    Mixed,
+}
+
+impl Op {
+    /// The kinds of request this op issues, as [`Outcome::by_kind`] names them.
+    pub fn kinds(self) -> &'static [&'static str] {
+        match self {
+            Op::Set => &["SET"],
+            Op::Get => &["GET"],
+            Op::Mixed => &crate::mixed_workload::KINDS,
+        }
+    }
 }
 
 /// One load run.
@@ -62,6 +77,20 @@ pub struct Outcome {
     pub first_error: Option<String>,
     /// The window's length in seconds.
     pub seconds: f64,
+    /// Latencies of the successful replies, in microseconds.
+    pub hist: Histogram<u64>,
+    /// The same per request kind, in the order of [`Op::kinds`].
+    pub by_kind: Vec<KindOutcome>,
+}
+
+/// What a run measured for one kind of request.
+pub struct KindOutcome {
+    /// The command, e.g. `HGETALL`.
+    pub kind: &'static str,
+    /// Successful replies inside the window.
+    pub ok: u64,
+    /// Error replies inside the window.
+    pub errors: u64,
     /// Latencies of the successful replies, in microseconds.
     pub hist: Histogram<u64>,
 }
@@ -154,11 +183,12 @@ pub fn key(n: u64) -> [u8; 8] {
     k
 }
 
-/// A tiny deterministic generator for key choice (xorshift64*).
-struct Rng(u64);
+/// A tiny deterministic generator for key choice (xorshift64*); the seed must not be 0.
+pub struct Rng(pub u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    /// The next draw.
+    pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -254,12 +284,13 @@ pub async fn preload(port: u16, keyspace: u64, value_bytes: usize) -> Result<(),
     Ok(())
 }
 
-/// What one connection saw.
+/// What one connection saw, in total and per request kind (`ok`, `errors`, latencies).
 struct ConnTally {
     ok: u64,
     errors: u64,
     first_error: Option<String>,
     hist: Histogram<u64>,
+    by_kind: Vec<(u64, u64, Histogram<u64>)>,
 }
 
 /// Runs `load` on the current runtime.
@@ -305,13 +336,27 @@ pub async fn run(load: &Load) -> Result<Outcome, String> {
         first_error: None,
         seconds: load.window.as_secs_f64(),
         hist: new_histogram()?,
+        by_kind: Vec::new(),
     };
+    for &kind in load.op.kinds() {
+        out.by_kind.push(KindOutcome {
+            kind,
+            ok: 0,
+            errors: 0,
+            hist: new_histogram()?,
+        });
+    }
     for t in tasks {
         let tally = t.await.map_err(|e| format!("load task: {e}"))??;
         out.ok += tally.ok;
         out.errors += tally.errors;
         out.first_error = out.first_error.or(tally.first_error);
         out.hist.add(tally.hist).map_err(|e| e.to_string())?;
+        for (sum, (ok, errors, hist)) in out.by_kind.iter_mut().zip(tally.by_kind) {
+            sum.ok += ok;
+            sum.errors += errors;
+            sum.hist.add(hist).map_err(|e| e.to_string())?;
+        }
     }
     Ok(out)
 }
@@ -331,12 +376,19 @@ struct Job {
 }
 
 impl Job {
-    fn request(&self, rng: &mut Rng, out: &mut Vec<u8>) {
-        let k = key(rng.next() % self.keyspace);
+    /// Appends one request to `out` and returns its kind (an index into [`Op::kinds`]).
+    fn request(&self, rng: &mut Rng, out: &mut Vec<u8>) -> usize {
         match self.op {
-            Op::Set => encode(out, &[b"SET", &k, &self.value]),
-            Op::Get => encode(out, &[b"GET", &k]),
+            Op::Set => encode(
+                out,
+                &[b"SET", &key(rng.next() % self.keyspace), &self.value],
+            ),
+            Op::Get => encode(out, &[b"GET", &key(rng.next() % self.keyspace)]),
+            Op::Mixed => {
+                return crate::mixed_workload::request(rng, self.keyspace, &self.value, out);
+            }
         }
+        0
     }
 }
 
@@ -348,11 +400,17 @@ async fn drive(mut c: Conn, depth: usize, job: Job) -> Result<ConnTally, String>
         errors: 0,
         first_error: None,
         hist: new_histogram()?,
+        by_kind: Vec::new(),
     };
+    for _ in job.op.kinds() {
+        tally.by_kind.push((0, 0, new_histogram()?));
+    }
     let mut out = Vec::with_capacity(depth * (job.value.len() + 64));
-    let mut sent: VecDeque<Instant> = VecDeque::with_capacity(depth);
+    // When each outstanding request was written, and its kind.
+    let mut sent: VecDeque<(Instant, usize)> = VecDeque::with_capacity(depth);
+    let mut kinds: Vec<usize> = Vec::with_capacity(depth);
     for _ in 0..depth {
-        job.request(&mut rng, &mut out);
+        kinds.push(job.request(&mut rng, &mut out));
     }
     let deadline = tokio::time::Instant::from_std(job.stop);
     let mut write_at = Instant::now();
@@ -360,7 +418,7 @@ async fn drive(mut c: Conn, depth: usize, job: Job) -> Result<ConnTally, String>
         .write_all(&out)
         .await
         .map_err(|e| format!("write: {e}"))?;
-    sent.extend(std::iter::repeat_n(write_at, depth));
+    sent.extend(kinds.drain(..).map(|k| (write_at, k)));
     out.clear();
     loop {
         match tokio::time::timeout_at(deadline, c.stream.read_buf(&mut c.inbuf)).await {
@@ -371,43 +429,43 @@ async fn drive(mut c: Conn, depth: usize, job: Job) -> Result<ConnTally, String>
         }
         let now = Instant::now();
         let mut at = 0;
-        let mut again = 0;
         while let Some((len, is_error)) = reply_len(&c.inbuf[at..])? {
-            let Some(started) = sent.pop_front() else {
+            let Some((started, kind)) = sent.pop_front() else {
                 return Err("a reply without a request".into());
             };
             if now >= job.measure_from && now < job.stop {
+                let per_kind = &mut tally.by_kind[kind];
                 if is_error {
                     tally.errors += 1;
+                    per_kind.1 += 1;
                     if tally.first_error.is_none() {
                         tally.first_error = Some(reply_text(&c.inbuf[at..at + len]));
                     }
                 } else {
                     tally.ok += 1;
+                    per_kind.0 += 1;
                     let us = now.duration_since(started).as_micros();
-                    tally
-                        .hist
-                        .record(u64::try_from(us).unwrap_or(u64::MAX).max(1))
-                        .map_err(|e| e.to_string())?;
+                    let us = u64::try_from(us).unwrap_or(u64::MAX).max(1);
+                    tally.hist.record(us).map_err(|e| e.to_string())?;
+                    per_kind.2.record(us).map_err(|e| e.to_string())?;
                 }
             }
             at += len;
             if now < job.stop {
-                job.request(&mut rng, &mut out);
-                again += 1;
+                kinds.push(job.request(&mut rng, &mut out));
             }
         }
         c.inbuf.drain(..at);
         if now >= job.stop {
             break;
         }
-        if again > 0 {
+        if !kinds.is_empty() {
             write_at = Instant::now();
             c.stream
                 .write_all(&out)
                 .await
                 .map_err(|e| format!("write: {e}"))?;
-            sent.extend(std::iter::repeat_n(write_at, again));
+            sent.extend(kinds.drain(..).map(|k| (write_at, k)));
             out.clear();
         }
     }
@@ -503,5 +561,18 @@ mod tests {
         assert!(got.ok > 0, "no replies counted");
         assert_eq!(got.errors, 0);
         assert_eq!(got.hist.len(), got.ok);
+        assert_eq!(got.by_kind.len(), 1);
+        assert_eq!((got.by_kind[0].kind, got.by_kind[0].ok), ("SET", got.ok));
+        // The mixed workload: every reply counted under its request's kind, each kind drawn.
+        let got = run(&Load {
+            op: Op::Mixed,
+            ..load
+        })
+        .await
+        .unwrap();
+        let kinds: Vec<&str> = got.by_kind.iter().map(|k| k.kind).collect();
+        assert_eq!(kinds, ["HGETALL", "HSET", "ZINCRBY", "ZREVRANGE"]);
+        assert_eq!(got.by_kind.iter().map(|k| k.ok).sum::<u64>(), got.ok);
+        assert!(got.by_kind.iter().all(|k| k.ok > 0 && k.hist.len() == k.ok));
     }
 }
