@@ -15,6 +15,10 @@
 //!   cargo-fuzz; says which is missing), each for N seconds (default 60), growing the corpus
 //!   in `fuzz/corpus/`; `--cmin` minimises the corpus instead, `--smoke` runs the smoke step of
 //!   `ci` alone.
+//! * `mutants [--file GLOB]... [--shard K/N] [--in-place] [--list]`: mutation testing of
+//!   raft-core (default: `raft-core/src/protocol/*.rs`) with `cargo mutants` (installed when
+//!   missing; settings in `.cargo/mutants.toml`), then the kill rate per file; fails when a
+//!   mutant survives.
 //!
 //! Cargo is invoked through `$CARGO`, so the toolchain that runs xtask runs everything else.
 
@@ -23,6 +27,7 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 mod fuzz;
+mod mutants;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -31,11 +36,13 @@ fn main() -> ExitCode {
         Some("sim") => sim(&args[1..]),
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz::fuzz(&args[1..]),
+        Some("mutants") => mutants::mutants(&args[1..]),
         _ => {
             eprintln!(
                 "usage: cargo xtask ci | sim [--driver] [--seeds N] [--seed S] [--voters V] \
                  [--observers K] | bench [SUITE...] [--quick] [--check] [--json FILE] | \
-                 fuzz [TARGET...] [--secs N] [--cmin] [--smoke]"
+                 fuzz [TARGET...] [--secs N] [--cmin] [--smoke] | \
+                 mutants [--file GLOB]... [--shard K/N] [--in-place] [--list]"
             );
             return ExitCode::from(2);
         }
