@@ -24,6 +24,8 @@
 //!   leader changes a rejoining partitioned follower causes with pre-vote on and off.
 //! * `membership`: adding a new machine as a voter, and replacing a voter whose disk was lost,
 //!   on real processes, step by step, with the longest write stall each causes.
+//! * `memory`: the resident memory of each of three real `raft-node` processes, idle, at its
+//!   peak while keys are loaded (snapshots included) and in steady state, against the live data.
 //!
 //! `raft-bench sweep redb|fjall name=v1,v2 ...` is apart from the suites: the storage option
 //! sweeps behind each backend's defaults (see `storage_sweep`).
@@ -43,6 +45,7 @@ mod cluster_suite;
 mod core_suite;
 mod failover_suite;
 mod membership_suite;
+mod memory_suite;
 mod mixed_workload;
 mod openraft;
 mod proc_cluster;
@@ -149,12 +152,12 @@ fn main() {
             "--check" => check = true,
             "--json" => json_out = it.next().cloned(),
             "storage" | "core" | "snapshot" | "reads" | "transport" | "cluster" | "failover"
-            | "membership" => suites.push(a.clone()),
+            | "membership" | "memory" => suites.push(a.clone()),
             other => {
                 eprintln!(
                     "raft-bench: unknown argument {other:?}; usage: raft-bench [storage] [core] \
-                     [snapshot] [reads] [transport] [cluster] [failover] [membership] [--quick] \
-                     [--check] [--json FILE]"
+                     [snapshot] [reads] [transport] [cluster] [failover] [membership] [memory] \
+                     [--quick] [--check] [--json FILE]"
                 );
                 std::process::exit(2);
             }
@@ -170,6 +173,7 @@ fn main() {
             "cluster",
             "failover",
             "membership",
+            "memory",
         ]
         .map(String::from)
         .into();
@@ -188,6 +192,7 @@ fn main() {
             "cluster" => cluster_suite::run(size),
             "failover" => failover_suite::run(size),
             "membership" => membership_suite::run(size),
+            "memory" => memory_suite::run(size),
             _ => snapshot_suite::run(size),
         };
         for f in &got {

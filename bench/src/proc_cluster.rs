@@ -252,6 +252,12 @@ impl ProcCluster {
             .map_or(0, |n| n.client_port)
     }
 
+    /// The operating-system process id of node `id`, while it runs.
+    pub fn pid(&self, id: u32) -> Option<u32> {
+        let node = self.nodes.iter().find(|n| n.id == id)?;
+        node.child.as_ref().map(Child::id)
+    }
+
     /// Starts node `id` (its process must not be running).
     pub fn spawn(&mut self, id: u32) -> Result<(), String> {
         let log = OpenOptions::new()
