@@ -99,8 +99,9 @@ pub struct Options {
     /// Memtable size of each keyspace before it is flushed to a table. Default 16 MiB: smaller
     /// memtables keep the journal that a reopen after a crash replays short.
     pub max_memtable_bytes: u64,
-    /// The journals fjall keeps before it forces flushes. Default 128 MiB; fjall refuses less
-    /// than 64 MiB, so smaller values are raised to that.
+    /// The journals fjall keeps before it forces flushes. Default 64 MiB, the least fjall
+    /// accepts (smaller values are raised to it): the memtables waiting for a flush are held
+    /// in memory until then, and larger journals were no faster.
     pub max_journal_bytes: u64,
     /// Appended records are stored in values of at most this many bytes (a larger record gets a
     /// value of its own). Default 256 KiB.
@@ -116,7 +117,7 @@ impl Default for Options {
             sync_mode: SyncMode::Data,
             worker_threads: 1,
             max_memtable_bytes: 16 << 20,
-            max_journal_bytes: 128 << 20,
+            max_journal_bytes: 64 << 20,
             batch_value_bytes_max: 256 << 10,
             group_bytes_max: 16 << 20,
         }

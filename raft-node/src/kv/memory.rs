@@ -8,7 +8,7 @@
 //! key refers to. For collections longer than `samples` (not 0), the first `samples` elements
 //! are measured and the rest assumed alike, as Redis samples.
 
-use std::mem::size_of;
+use std::mem::{size_of, size_of_val};
 
 use bytes::Bytes;
 
@@ -35,6 +35,14 @@ pub(super) fn usage(key: &Bytes, entry: &Entry, samples: usize) -> u64 {
             // Scaled up from the sample; exact when every element was measured.
             (measured as u128 * len as u128 / take as u128) as usize
         }
+    };
+    // A collection's own header lives in a box of its own.
+    n += match &entry.value {
+        Value::Str(_) => 0,
+        Value::Hash(h) => size_of_val::<super::store::Hash>(h),
+        Value::List(l) => size_of_val::<super::store::List>(l),
+        Value::Set(s) => size_of_val::<super::store::Set>(s),
+        Value::ZSet(z) => size_of_val::<super::zset::ZSet>(z),
     };
     n += match &entry.value {
         Value::Str(s) => s.len(),
@@ -97,7 +105,7 @@ mod tests {
         let key = Bytes::from_static(b"l");
         let list = |n: usize| {
             let l: List = (0..n).map(|_| Bytes::from(vec![0; 100])).collect();
-            entry(Value::List(l), None)
+            entry(Value::List(Box::new(l)), None)
         };
         let one = usage(&key, &list(1), 0);
         let ten = usage(&key, &list(10), 0);
@@ -110,7 +118,7 @@ mod tests {
         );
         let mut mixed: List = (0..10).map(|_| Bytes::from(vec![0; 10])).collect();
         mixed.push_front(Bytes::from(vec![0; 1000]));
-        let mixed = entry(Value::List(mixed), None);
+        let mixed = entry(Value::List(Box::new(mixed)), None);
         assert!(
             usage(&key, &mixed, 1) > usage(&key, &mixed, 0),
             "a sample extrapolates from the elements it saw"

@@ -86,7 +86,7 @@ fn put_value(out: &mut BytesMut, v: &Value) {
         Value::Hash(h) => {
             out.put_u8(T_HASH);
             put_varint(out, h.len() as u64);
-            for (f, v) in h {
+            for (f, v) in h.iter() {
                 put_bytes(out, f);
                 put_bytes(out, v);
             }
@@ -124,14 +124,14 @@ fn read_value(r: &mut Reader) -> Result<Value, DecodeError> {
             for _ in 0..n {
                 h.insert(r.bytes()?, r.bytes()?);
             }
-            (h.len() == n).then_some(Value::Hash(h))
+            (h.len() == n).then_some(Value::Hash(Box::new(h)))
         }
-        T_LIST => Some(Value::List(
+        T_LIST => Some(Value::List(Box::new(
             (0..n).map(|_| r.bytes()).collect::<Result<List, _>>()?,
-        )),
+        ))),
         T_SET => {
             let s = (0..n).map(|_| r.bytes()).collect::<Result<Set, _>>()?;
-            (s.len() == n).then_some(Value::Set(s))
+            (s.len() == n).then_some(Value::Set(Box::new(s)))
         }
         T_ZSET => {
             let mut z = ZSet::default();
@@ -139,7 +139,7 @@ fn read_value(r: &mut Reader) -> Result<Value, DecodeError> {
                 let score = Score::new(r.f64()?);
                 z.insert(r.bytes()?, score);
             }
-            (z.len() == n).then_some(Value::ZSet(z))
+            (z.len() == n).then_some(Value::ZSet(Box::new(z)))
         }
         t => return Err(DecodeError(format!("value type {t}"))),
     };

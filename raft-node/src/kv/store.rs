@@ -23,13 +23,16 @@ pub(super) type Set = IndexSet<Bytes>;
 
 /// A key's value. Collections are never empty: the write that empties one removes the key,
 /// as in Redis.
+///
+/// Collections are boxed: most keys hold strings, and every slot of the key table is as wide
+/// as the widest variant (a `Bytes`, 32 bytes, instead of a collection's 72).
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum Value {
     Str(Bytes),
-    Hash(Hash),
-    List(List),
-    Set(Set),
-    ZSet(ZSet),
+    Hash(Box<Hash>),
+    List(Box<List>),
+    Set(Box<Set>),
+    ZSet(Box<ZSet>),
 }
 
 impl Value {
@@ -122,7 +125,7 @@ macro_rules! collection {
                 }
             }
             fn wrap(self) -> Value {
-                Value::$variant(self)
+                Value::$variant(Box::new(self))
             }
             fn is_empty(&self) -> bool {
                 self.len() == 0
