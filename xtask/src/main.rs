@@ -204,6 +204,18 @@ fn ci() -> Result<(), String> {
             .map(String::from),
         )?;
     }
+    // The read rule's negative control: followers serving reads without the leader.
+    explore(
+        &[
+            "--start",
+            "leader",
+            "--depth",
+            "2",
+            "--unsafe-reads",
+            "--expect-catch",
+        ]
+        .map(String::from),
+    )?;
     // The real driver under simulation: three voters, then five voters with two observers.
     sim(&["--driver".into(), "--seeds".into(), "2000".into()])?;
     sim(&[

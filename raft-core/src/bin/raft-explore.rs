@@ -2,9 +2,10 @@
 //! of the protocol core (`raft_core::sim::explore`).
 //!
 //! `raft-explore [--depth N] [--start cold|leader] [--planted NAME] [--expect-catch]
-//! [--crashes C] [--proposals P] [--duplicates D] [--max-states M]` explores every sequence of
-//! at most N actions from the start state and prints the states explored, the distinct states,
-//! the depth reached and the time; on a violation it prints the trace that reproduces it.
+//! [--crashes C] [--proposals P] [--duplicates D] [--reads R] [--unsafe-reads] [--max-states M]`
+//! explores every sequence of at most N actions from the start state and prints the states
+//! explored, the distinct states, the depth reached and the time; on a violation it prints the
+//! trace that reproduces it. `--unsafe-reads` is the read rule's negative control.
 //! Exit status 1 on a violation, or with `--expect-catch` when the planted bug is not caught;
 //! 2 when the state cap stopped the exploration early, 3 on bad arguments.
 
@@ -29,6 +30,8 @@ fn parse() -> Result<(Options, bool), String> {
             "--crashes" => opts.budget.crashes = value("--crashes")? as u32,
             "--proposals" => opts.budget.proposals = value("--proposals")? as u32,
             "--duplicates" => opts.budget.duplicates = value("--duplicates")? as u32,
+            "--reads" => opts.budget.reads = value("--reads")? as u32,
+            "--unsafe-reads" => opts.unsafe_reads = true,
             "--max-states" => opts.max_states = value("--max-states")? as usize,
             "--expect-catch" => expect_catch = true,
             "--start" => {
@@ -49,8 +52,8 @@ fn parse() -> Result<(Options, bool), String> {
             other => return Err(format!("unknown argument {other}")),
         }
     }
-    if expect_catch && opts.planted.is_none() {
-        return Err("--expect-catch needs --planted".into());
+    if expect_catch && opts.planted.is_none() && !opts.unsafe_reads {
+        return Err("--expect-catch needs --planted or --unsafe-reads".into());
     }
     Ok((opts, expect_catch))
 }
@@ -62,19 +65,27 @@ fn main() -> ExitCode {
             eprintln!(
                 "raft-explore: {e}\nusage: raft-explore [--depth N] [--start cold|leader] \
                  [--planted NAME] [--expect-catch] [--crashes C] [--proposals P] \
-                 [--duplicates D] [--max-states M]"
+                 [--duplicates D] [--reads R] [--unsafe-reads] [--max-states M]"
             );
             return ExitCode::from(3);
         }
     };
-    let planted = opts.planted.map_or("none", |p| p.name());
+    let planted = opts.planted.map_or(
+        if opts.unsafe_reads {
+            "unsafe-reads"
+        } else {
+            "none"
+        },
+        |p| p.name(),
+    );
     println!(
-        "explore: start {}, depth {}, planted {planted}, budget {} crash(es), {} proposal(s), {} duplicate(s)",
+        "explore: start {}, depth {}, planted {planted}, budget {} crash(es), {} proposal(s), {} duplicate(s), {} read(s)",
         opts.start.name(),
         opts.depth,
         opts.budget.crashes,
         opts.budget.proposals,
-        opts.budget.duplicates
+        opts.budget.duplicates,
+        opts.budget.reads
     );
     // A planted bug may trip an assertion of the core: that is a catch, reported with its
     // trace, so the default hook's message is only noise.

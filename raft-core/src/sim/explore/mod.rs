@@ -1,6 +1,6 @@
 //! An exhaustive, bounded model check of the sans-IO core: every interleaving of deliveries,
-//! drops, duplicates, timer firings, syncs, crashes and proposals of three replicas, to a stated
-//! depth, breadth first, with equal states merged.
+//! drops, duplicates, timer firings, syncs, crashes, proposals and reads of three replicas, to a
+//! stated depth, breadth first, with equal states merged.
 //!
 //! Where the random simulator ([`crate::sim::run`]) samples long runs, this explorer covers every
 //! short one. A state is each replica's [`crate::protocol::Replica`] value (cloned) with its
@@ -14,9 +14,14 @@
 //! record identity, S5 leader completeness, S6/S7 the committed prefix never changes and the
 //! high watermark never goes back, D4 votes durable before they are sent), plus two checks of
 //! the model's own: D4 every committed record is durable on a majority of voters when a high
-//! watermark passes it, and D2 a pre-vote request never changes its receiver's election state.
-//! A core panic counts as a violation too. A violation comes back with the path of actions that
-//! reproduces it.
+//! watermark passes it, D2 a pre-vote request never changes its receiver's election state, and
+//! R1 the read rule: a linearizable read's `ReadReady` offset covers every offset committed
+//! (anywhere) before the read started. A core panic counts as a violation too. A violation
+//! comes back with the path of actions that reproduces it; breadth first, it is a shortest one.
+//!
+//! Memory: each distinct state costs its 64-bit hash and its parent's index with the action
+//! from there (about 50 bytes). Frontier states are kept whole only while a level has few;
+//! the others are rebuilt from the start state along their path when expanded.
 //!
 //! Two starts: [`Start::Cold`] (empty storage) and [`Start::Leader`], the state a scripted
 //! prefix reaches: replica 1 leads epoch 1, its epoch-start record committed, one proposal
@@ -63,12 +68,15 @@ pub struct Options {
     pub planted: Option<Planted>,
     /// Bounds on crashes, proposals and duplicates along one path.
     pub budget: Budget,
-    /// Stop (reporting it) once this many distinct states are stored.
+    /// Negative control of the read rule: followers serve linearizable reads without asking
+    /// the leader.
+    pub unsafe_reads: bool,
+    /// Stop (reporting it) once this many distinct states are stored (about 50 bytes each).
     pub max_states: usize,
 }
 
 impl Options {
-    /// Defaults: depth `depth` from `start`, one crash, one proposal, one duplicate.
+    /// Defaults: depth `depth` from `start`, one crash, one proposal, one duplicate, one read.
     pub fn new(depth: u32, start: Start) -> Options {
         Options {
             depth,
@@ -78,8 +86,10 @@ impl Options {
                 crashes: 1,
                 proposals: 1,
                 duplicates: 1,
+                reads: 1,
             },
-            max_states: 1_500_000,
+            unsafe_reads: false,
+            max_states: 20_000_000,
         }
     }
 }
@@ -180,7 +190,7 @@ pub fn start_state(model: &Model, start: Start) -> Result<State, String> {
 /// Runs the exploration `opts` asks for.
 pub fn explore(opts: &Options) -> Report {
     let started = WallClock::now();
-    let model = Model::new(3, opts.planted, opts.budget);
+    let model = Model::with_unsafe_reads(3, opts.planted, opts.budget, opts.unsafe_reads);
     let mut report = Report {
         explored: 0,
         distinct: 1,
@@ -215,10 +225,21 @@ pub fn explore(opts: &Options) -> Report {
     seen.insert(root.fingerprint());
     // The path to every stored state: its parent's index and the action from there.
     let mut parents: Vec<(u32, Action)> = vec![(0, Action::Sync(0))];
-    let mut frontier: Vec<(State, u32)> = vec![(root.clone(), 0)];
+    // The states of the next level are kept while there are few; beyond that only their
+    // index is, and each is rebuilt from the start state along its path when it is expanded:
+    // memory stays a few dozen bytes per distinct state, for some repeated work.
+    let mut frontier: Vec<(Option<State>, u32)> = vec![(Some(root.clone()), 0)];
     'levels: for level in 0..opts.depth {
         let mut next = Vec::new();
-        for (st, index) in &frontier {
+        for (kept, index) in &frontier {
+            let rebuilt;
+            let st = match kept {
+                Some(st) => st,
+                None => {
+                    rebuilt = rebuild(&model, &root, &parents, *index);
+                    &rebuilt
+                }
+            };
             for a in model.actions(st) {
                 let mut child = st.clone();
                 report.explored += 1;
@@ -244,7 +265,8 @@ pub fn explore(opts: &Options) -> Report {
                         break 'levels;
                     }
                     parents.push((*index, a));
-                    next.push((child, parents.len() as u32 - 1));
+                    let keep = (next.len() < KEPT_STATES).then_some(child);
+                    next.push((keep, parents.len() as u32 - 1));
                 }
             }
         }
@@ -257,6 +279,19 @@ pub fn explore(opts: &Options) -> Report {
     report.distinct = seen.len() as u64;
     report.elapsed = started.elapsed();
     report
+}
+
+/// Frontier states kept in memory at one level; the rest are rebuilt when expanded.
+const KEPT_STATES: usize = 10_000;
+
+/// The state stored at `index`, rebuilt by applying its path from `root`.
+fn rebuild(model: &Model, root: &State, parents: &[(u32, Action)], index: u32) -> State {
+    let (parent, last) = parents[index as usize];
+    let mut st = root.clone();
+    for a in path_to(parents, parent, last) {
+        model.apply(&mut st, a);
+    }
+    st
 }
 
 fn path_to(parents: &[(u32, Action)], mut index: u32, last: Action) -> Vec<Action> {

@@ -26,7 +26,8 @@ use crate::config::{Config, ValidatedConfig};
 use crate::io::{EpochStart, LogState};
 use crate::message::{Request, RequestId, Response};
 use crate::protocol::{
-    Event, Fill, Input, LogOp, LogSeq, Outgoing, Outputs, PersistSeq, Replica, VoterHistory,
+    Event, Fill, Input, LogOp, LogSeq, Outgoing, Outputs, PersistSeq, ReadId, ReadMode, Replica,
+    VoterHistory,
 };
 use crate::sim::checks::Checker;
 use crate::types::{
@@ -42,6 +43,8 @@ pub struct Budget {
     pub proposals: u32,
     /// Duplicated messages.
     pub duplicates: u32,
+    /// Client linearizable reads on any replica.
+    pub reads: u32,
 }
 
 /// One move of the model.
@@ -63,6 +66,8 @@ pub enum Action {
     Propose(usize),
     /// A request of this replica consumed without an answer fails.
     Timeout(usize, RequestId),
+    /// A client starts a linearizable read on this replica (bounded).
+    Read(usize),
 }
 
 #[derive(Clone, Debug)]
@@ -113,6 +118,9 @@ pub struct State {
     net: Vec<Msg>,
     used: Budget,
     pub(super) checker: Checker,
+    /// Reads in progress: id, replica, and the committed prefix when the read started, which
+    /// its read offset must cover (the read rule).
+    reads: Vec<(ReadId, usize, Offset)>,
 }
 
 fn idx(id: ReplicaId) -> usize {
@@ -152,6 +160,17 @@ const EPOCH_OF_TIME: Instant = Instant(10_000_000_000);
 impl Model {
     /// A model of `voters` voters (ids `1..=voters`), with `planted` on every replica.
     pub fn new(voters: u32, planted: Option<crate::planted::Planted>, budget: Budget) -> Model {
+        Model::with_unsafe_reads(voters, planted, budget, false)
+    }
+
+    /// As [`Model::new`]; `unsafe_reads` is the negative control of the read rule: followers
+    /// serve linearizable reads without asking the leader.
+    pub fn with_unsafe_reads(
+        voters: u32,
+        planted: Option<crate::planted::Planted>,
+        budget: Budget,
+        unsafe_reads: bool,
+    ) -> Model {
         let ids: Vec<ReplicaId> = (1..=voters).map(ReplicaId).collect();
         let cfgs = ids
             .iter()
@@ -168,6 +187,7 @@ impl Model {
                 cfg.append_linger = Duration::from_millis(1);
                 cfg.read_timeout = Duration::from_millis(300);
                 cfg.test_planted = planted;
+                cfg.test_unsafe_reads = unsafe_reads;
                 cfg.validate()
                     .expect("the explorer's configuration is valid")
             })
@@ -184,6 +204,7 @@ impl Model {
             net: Vec::new(),
             used: Budget::default(),
             checker: Checker::default(),
+            reads: Vec::new(),
         };
         for i in 0..n {
             let replica = self.boot(i, 0, None, &[], st.now);
@@ -248,6 +269,9 @@ impl Model {
             if st.used.proposals < self.budget.proposals && n.replica.role() == Role::Leader {
                 acts.push(Action::Propose(i));
             }
+            if st.used.reads < self.budget.reads {
+                acts.push(Action::Read(i));
+            }
             for id in n.outstanding.keys() {
                 let pending = st
                     .net
@@ -285,6 +309,7 @@ impl Model {
             Action::Crash(i) => format!("crash and restart {}", i + 1),
             Action::Propose(i) => format!("propose on {}", i + 1),
             Action::Timeout(i, id) => format!("request {} of {} times out", id.0, i + 1),
+            Action::Read(i) => format!("read on {}", i + 1),
         };
         format!("{t}ms: {what}")
     }
@@ -358,6 +383,8 @@ impl Model {
                 n.log_pending = None;
                 n.last_hwm = Offset::ZERO;
                 n.outstanding.clear();
+                // Reads in progress on a crashed replica never complete.
+                st.reads.retain(|r| r.1 != i);
                 let id = n.replica.id();
                 st.net
                     .retain(|m| !(m.to == id && matches!(m.body, Body::Response { .. })));
@@ -374,6 +401,15 @@ impl Model {
                 if let Some(to) = st.nodes[i].outstanding.remove(&id) {
                     self.step(st, i, Input::RequestFailed { to, id });
                 }
+            }
+            Action::Read(i) => {
+                st.used.reads += 1;
+                let id = ReadId(u64::from(st.used.reads));
+                let committed = Offset(st.checker.committed().len() as u64);
+                st.reads.push((id, i, committed));
+                let deadline = st.now.plus(self.cfgs[i].read_timeout);
+                let mode = ReadMode::Linearizable;
+                self.step(st, i, Input::Read { id, mode, deadline });
             }
         }
     }
@@ -465,6 +501,22 @@ impl Model {
                     let msg = format!("{me} heard from {from} that {claimed:?} leads {epoch}");
                     st.checker.report(now, msg);
                 }
+                Event::ReadReady { id, offset } => {
+                    let Some(k) = st.reads.iter().position(|r| r.0 == id) else {
+                        st.checker
+                            .report(now, format!("{me} readied unknown read {id:?}"));
+                        continue;
+                    };
+                    let (_, _, committed) = st.reads.remove(k);
+                    if offset < committed {
+                        let msg = format!(
+                            "R1 read {} on {me} was served at {offset}, below {committed} committed before it started",
+                            id.0
+                        );
+                        st.checker.report(now, msg);
+                    }
+                }
+                Event::ReadFailed { id, .. } => st.reads.retain(|r| r.0 != id),
                 _ => {}
             }
         }
@@ -570,6 +622,7 @@ impl State {
         msgs.sort_unstable();
         msgs.hash(&mut h);
         self.used.hash(&mut h);
+        self.reads.hash(&mut h);
         self.checker.hash_history(&mut h);
         h.finish()
     }

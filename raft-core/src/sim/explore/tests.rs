@@ -69,6 +69,19 @@ fn a_pre_vote_changing_its_receiver_is_caught_at_depth_2() {
 }
 
 #[test]
+fn a_follower_read_without_the_leader_is_caught_at_depth_2() {
+    // The negative control of the read rule: a follower that has not yet learned the high
+    // watermark serves a read below what was committed before the read started.
+    let mut opts = Options::new(2, Start::Leader);
+    opts.unsafe_reads = true;
+    let r = explore(&opts);
+    let v = r.violation.expect("the read rule catches unsafe reads");
+    assert_eq!(v.depth, 2);
+    assert!(v.messages[0].contains("R1"), "{v:#?}");
+    assert!(explore(&Options::new(3, Start::Leader)).violation.is_none());
+}
+
+#[test]
 fn the_trace_replays_to_the_violation() {
     let v = caught(Planted::AckUnsynced, Start::Leader, 4);
     assert!(v.trace[0].contains("deliver"), "{v:#?}");
