@@ -7,6 +7,9 @@
 //!   `--planted NAME --expect-catch` plants one bug and succeeds at its first catching seed. A failing seed prints the one command that replays it. With `--driver`,
 //!   the driver simulator (`raft-dsim`: the real driver on virtual time) instead, which also
 //!   takes `--sessions C`, `--secs T` and `--lease`.
+//! * `explore [--depth N] [--start cold|leader] [--planted NAME] [--expect-catch]`: the
+//!   exhaustive, bounded model check of the protocol core (`raft-explore`, debug build): every
+//!   interleaving of three replicas' messages, timers, syncs, crashes and proposals to depth N.
 //! * `bench [storage] [core] [snapshot] [reads] [transport] [cluster] [failover] [membership]
 //!   [--quick] [--json FILE]`: the performance harness (`raft-bench`, release build); figures go
 //!   to stdout and, by default, to `target/bench/results.json`. The release `raft-node` binary is
@@ -34,13 +37,15 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("sim") => sim(&args[1..]),
+        Some("explore") => explore(&args[1..]),
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         Some("mutants") => mutants::mutants(&args[1..]),
         _ => {
             eprintln!(
                 "usage: cargo xtask ci | sim [--driver] [--seeds N] [--seed S] [--voters V] \
-                 [--observers K] | bench [SUITE...] [--quick] [--check] [--json FILE] | \
+                 [--observers K] | explore [--depth N] [--start cold|leader] [--planted NAME] \
+                 [--expect-catch] | bench [SUITE...] [--quick] [--check] [--json FILE] | \
                  fuzz [TARGET...] [--secs N] [--cmin] [--smoke] | \
                  mutants [--file GLOB]... [--shard K/N] [--in-place] [--list]"
             );
@@ -176,6 +181,41 @@ fn ci() -> Result<(), String> {
         }
         sim(&args)?;
     }
+    // The exhaustive, bounded model check of the core (debug build): every interleaving to a
+    // small depth from a cold start and from an elected leader, then the planted bugs it
+    // catches, each at the depth of its shortest trace.
+    explore(&["--start", "cold", "--depth", "5"].map(String::from))?;
+    explore(&["--start", "leader", "--depth", "5"].map(String::from))?;
+    for (planted, start, depth) in [
+        ("hw-counts-unsynced-leader", "leader", "4"),
+        ("ack-unsynced", "leader", "4"),
+        ("prevote-changes-state", "cold", "2"),
+    ] {
+        explore(
+            &[
+                "--start",
+                start,
+                "--depth",
+                depth,
+                "--planted",
+                planted,
+                "--expect-catch",
+            ]
+            .map(String::from),
+        )?;
+    }
+    // The read rule's negative control: followers serving reads without the leader.
+    explore(
+        &[
+            "--start",
+            "leader",
+            "--depth",
+            "2",
+            "--unsafe-reads",
+            "--expect-catch",
+        ]
+        .map(String::from),
+    )?;
     // The real driver under simulation: three voters, then five voters with two observers.
     sim(&["--driver".into(), "--seeds".into(), "2000".into()])?;
     sim(&[
@@ -343,6 +383,24 @@ fn bench(args: &[String]) -> Result<(), String> {
         cmd.args(["--json", "target/bench/results.json"]);
     }
     run("bench", &mut cmd)
+}
+
+fn explore(args: &[String]) -> Result<(), String> {
+    let mut cmd = cargo();
+    cmd.args([
+        "run",
+        "--quiet",
+        "--locked",
+        "-p",
+        "raft-core",
+        "--features",
+        "testing",
+        "--bin",
+        "raft-explore",
+        "--",
+    ]);
+    cmd.args(args);
+    run("raft-explore", &mut cmd)
 }
 
 fn sim(args: &[String]) -> Result<(), String> {

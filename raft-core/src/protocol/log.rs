@@ -12,6 +12,7 @@ use crate::types::{Epoch, Offset, OffsetAndEpoch, Record};
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
 pub struct LogSeq(pub u64);
 
+#[cfg_attr(feature = "testing", derive(Clone))]
 #[derive(Debug)]
 pub(crate) struct LogView {
     pub(crate) start: Offset,

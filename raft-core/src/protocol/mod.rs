@@ -43,6 +43,8 @@
 
 mod common;
 mod election;
+#[cfg(feature = "testing")]
+pub(crate) mod fingerprint;
 mod log;
 mod membership;
 mod read;
@@ -360,6 +362,7 @@ impl Outputs {
 }
 
 /// One replica's protocol state. See the module documentation for the driver contract.
+#[cfg_attr(feature = "testing", derive(Clone))]
 #[derive(Debug)]
 pub struct Replica {
     cfg: ValidatedConfig,

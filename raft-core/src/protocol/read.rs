@@ -57,12 +57,14 @@ pub(super) struct LocalRead {
 }
 
 /// Who waits for a read offset on the leader.
+#[cfg_attr(feature = "testing", derive(Clone))]
 #[derive(Debug)]
 pub(super) enum ReadSource {
     Local(LocalRead),
     Remote { from: ReplicaId, id: RequestId },
 }
 
+#[cfg_attr(feature = "testing", derive(Clone))]
 #[derive(Debug)]
 pub(super) struct LeaderRead {
     pub(super) source: ReadSource,
@@ -72,6 +74,7 @@ pub(super) struct LeaderRead {
 }
 
 /// The reads of this replica, whatever its role.
+#[cfg_attr(feature = "testing", derive(Clone))]
 #[derive(Debug, Default)]
 pub(super) struct Reads {
     /// Waiting for a read offset, not yet asked for.

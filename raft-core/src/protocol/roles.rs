@@ -24,6 +24,7 @@ pub(super) struct Tally {
 }
 
 /// A follower's (voter's or observer's) leader and fetch loop.
+#[cfg_attr(feature = "testing", derive(Clone))]
 #[derive(Debug)]
 pub(super) struct FollowerState {
     pub(super) leader: ReplicaId,
@@ -54,6 +55,7 @@ pub(super) struct Progress {
 }
 
 /// A fetch the leader holds until it has something new to say or the wait ends (long poll).
+#[cfg_attr(feature = "testing", derive(Clone))]
 #[derive(Debug)]
 pub(super) struct ParkedFetch {
     pub(super) from: ReplicaId,
@@ -67,6 +69,7 @@ pub(super) struct ParkedFetch {
 
 /// The leader: progress of every replica, check-quorum, parked fetches, the proposal batch,
 /// read rounds and a transfer in progress.
+#[cfg_attr(feature = "testing", derive(Clone))]
 #[derive(Debug)]
 pub(super) struct LeaderState {
     pub(super) epoch_start: Offset,
@@ -95,6 +98,7 @@ pub(super) struct LeaderState {
 
 /// A leader that resigned: EndQuorumEpoch to every voter, with the preferred successors, until
 /// each acknowledged or the election timeout moves it to the next epoch.
+#[cfg_attr(feature = "testing", derive(Clone))]
 #[derive(Debug)]
 pub(super) struct ResignedState {
     pub(super) deadline: Instant,
@@ -105,6 +109,7 @@ pub(super) struct ResignedState {
 }
 
 /// The role and everything that only it remembers; leaving a role drops its state.
+#[cfg_attr(feature = "testing", derive(Clone))]
 #[derive(Debug)]
 pub(super) enum RoleState {
     /// No leader known. A voter campaigns at `deadline`; an observer probes a voter at

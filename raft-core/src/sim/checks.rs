@@ -9,7 +9,7 @@ use crate::protocol::Outgoing;
 use crate::types::{ElectionState, Epoch, Offset, Record, ReplicaId};
 
 /// Collects violations; the cluster calls its hooks at the moments each property can break.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Checker {
     violations: Vec<String>,
     /// S1: the leader of each epoch, from released roles and durable state.
@@ -29,6 +29,21 @@ impl Checker {
     /// Every violation so far.
     pub fn violations(&self) -> &[String] {
         &self.violations
+    }
+
+    /// Hashes what the checker remembers, in a canonical order (the explorer keeps one checker
+    /// per model state, and two states merge only when their histories agree too).
+    pub fn hash_history(&self, h: &mut impl std::hash::Hasher) {
+        use std::hash::Hash;
+        self.leaders.hash(h);
+        self.votes.hash(h);
+        self.durable_epochs.hash(h);
+        let mut identities: Vec<_> = self.identities.iter().collect();
+        identities.sort_unstable_by_key(|(k, _)| **k);
+        identities.hash(h);
+        format!("{:?}", self.committed).hash(h);
+        self.commit_epoch.hash(h);
+        self.violations.hash(h);
     }
 
     /// The committed prefix as the checker knows it.

@@ -13,6 +13,7 @@
 
 pub mod checks;
 pub mod cluster;
+pub mod explore;
 pub mod faults;
 pub mod linearizability;
 mod rng;
