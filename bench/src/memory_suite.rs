@@ -64,9 +64,10 @@ async fn load_keys(ports: Vec<u16>, first: usize, keys: u64) -> Result<u64, Stri
             None => conn.insert(resp_load::Conn::connect(ports[at], Duration::from_secs(5)).await?),
         };
         let failed = match c.pipeline(&cmds, Duration::from_secs(30)).await {
-            Ok(replies) => replies.iter().find(|(is_error, _)| *is_error).map(|(_, raw)| {
-                String::from_utf8_lossy(raw).trim().to_string()
-            }),
+            Ok(replies) => replies
+                .iter()
+                .find(|(is_error, _)| *is_error)
+                .map(|(_, raw)| String::from_utf8_lossy(raw).trim().to_string()),
             Err(e) => Some(e),
         };
         match failed {
@@ -78,7 +79,9 @@ async fn load_keys(ports: Vec<u16>, first: usize, keys: u64) -> Result<u64, Stri
                 failures += 1;
                 retried += 1;
                 if failures >= 20 {
-                    return Err(format!("loading keys: 20 failures in a row, the last: {why}"));
+                    return Err(format!(
+                        "loading keys: 20 failures in a row, the last: {why}"
+                    ));
                 }
                 // Ask the next node; its forward or its refusal leads to the leader.
                 at = (at + 1) % ports.len();
