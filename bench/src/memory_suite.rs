@@ -47,12 +47,13 @@ pub fn run(size: Size) -> Vec<Figure> {
 /// batch that fails (a leader change, a write timeout while the machine is busy) is sent
 /// again, to the next node when the answer was not `OK`: a SET of the same key to the same
 /// value is idempotent, so a resent batch changes nothing but the versions. Returns how many
-/// batches were resent; fails after 20 failures in a row.
-async fn load_keys(ports: Vec<u16>, first: usize, keys: u64) -> Result<u64, String> {
+/// batches were resent and the longest a batch took, in milliseconds (a snapshot that holds
+/// up writes shows there); fails after 20 failures in a row.
+async fn load_keys(ports: Vec<u16>, first: usize, keys: u64) -> Result<(u64, u64), String> {
     let value = vec![b'v'; VALUE_BYTES];
     let mut at = first;
     let mut conn = None;
-    let (mut n, mut retried, mut failures) = (0, 0, 0);
+    let (mut n, mut retried, mut failures, mut longest_ms) = (0, 0, 0, 0);
     while n < keys {
         let batch: Vec<[u8; 8]> = (n..keys.min(n + 256)).map(resp_load::key).collect();
         let cmds: Vec<Vec<&[u8]>> = batch
@@ -63,6 +64,7 @@ async fn load_keys(ports: Vec<u16>, first: usize, keys: u64) -> Result<u64, Stri
             Some(c) => c,
             None => conn.insert(resp_load::Conn::connect(ports[at], Duration::from_secs(5)).await?),
         };
+        let sent = Instant::now();
         let failed = match c.pipeline(&cmds, Duration::from_secs(30)).await {
             Ok(replies) => replies
                 .iter()
@@ -72,6 +74,7 @@ async fn load_keys(ports: Vec<u16>, first: usize, keys: u64) -> Result<u64, Stri
         };
         match failed {
             None => {
+                longest_ms = longest_ms.max(sent.elapsed().as_millis() as u64);
                 n += batch.len() as u64;
                 failures = 0;
             }
@@ -90,7 +93,7 @@ async fn load_keys(ports: Vec<u16>, first: usize, keys: u64) -> Result<u64, Stri
             }
         }
     }
-    Ok(retried)
+    Ok((retried, longest_ms))
 }
 
 /// The resident set of process `pid`, in bytes.
@@ -144,7 +147,7 @@ async fn measure(size: Size, storage: &str) -> Result<Figure, String> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let retried = load.await.map_err(|e| format!("loader: {e}"))??;
+    let (retried, longest_batch_ms) = load.await.map_err(|e| format!("loader: {e}"))??;
 
     // Every node holds every key (the bench's readiness key too), then settles.
     let deadline = Instant::now() + READY_DEADLINE;
@@ -193,6 +196,7 @@ async fn measure(size: Size, storage: &str) -> Result<Figure, String> {
             "peak_worst_mib": mib(worst(&peak)),
             "steady_over_live": ratio,
             "batches_retried": retried,
+            "longest_batch_ms": longest_batch_ms,
         }),
     })
 }
