@@ -11,6 +11,7 @@
 use std::path::Path;
 
 use raft_core::DirectoryId;
+use raft_node::durable_file::write_durably;
 use serde::{Deserialize, Serialize};
 
 use crate::config::NodeConfig;
@@ -142,20 +143,6 @@ fn write_identity(path: &Path, identity: &Identity) -> Result<(), String> {
 
 fn non_empty(dir: &Path) -> bool {
     std::fs::read_dir(dir).is_ok_and(|mut it| it.next().is_some())
-}
-
-/// Writes a temporary file, syncs it, renames it into place and syncs the directory.
-fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    if let Some(parent) = path.parent() {
-        std::fs::File::open(parent)?.sync_all()?;
-    }
-    Ok(())
 }
 
 /// The storage engine recorded in `dir`'s identity file, if the directory has one.

@@ -150,12 +150,10 @@ async fn ask(addr: &str, password: Option<&str>) -> Result<String, String> {
 }
 
 /// A command as a RESP array of bulk strings.
-fn command(args: &[&str]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
-    }
-    out
+fn command(args: &[&str]) -> bytes::Bytes {
+    use crate::resp::Reply as Encoded;
+    let args = args.iter().map(|a| Encoded::bulk(a.to_string())).collect();
+    Encoded::Array(args).to_bytes()
 }
 
 /// The replies `ask` expects.
@@ -229,7 +227,7 @@ struct Saved {
 }
 
 /// Keeps `voters` in `data_dir` for a later start that finds no node to ask (written to a
-/// temporary file and renamed, so a crash leaves the old list or the new one).
+/// synced temporary file and renamed, so a crash leaves the old list or the new one).
 pub fn save(data_dir: &Path, voters: &[LearnedVoter]) -> Result<(), JoinError> {
     let path = data_dir.join(SAVED_FILE);
     let failed = |e: std::io::Error| JoinError::Saved {
@@ -243,9 +241,7 @@ pub fn save(data_dir: &Path, voters: &[LearnedVoter]) -> Result<(), JoinError> {
         path: path.display().to_string(),
         reason: e.to_string(),
     })?;
-    let tmp = data_dir.join(format!("{SAVED_FILE}.tmp"));
-    std::fs::write(&tmp, text).map_err(failed)?;
-    std::fs::rename(&tmp, &path).map_err(failed)
+    crate::durable_file::write_durably(&path, text.as_bytes()).map_err(failed)
 }
 
 /// The voters an earlier join saved in `data_dir`, if any.
