@@ -495,7 +495,7 @@ impl Cluster {
 }
 
 /// What a log store would report on opening this log, whose records below `start` are gone.
-pub(super) fn log_state(log: &[Record], start: Offset) -> LogState {
+pub(crate) fn log_state(log: &[Record], start: Offset) -> LogState {
     let mut epochs: Vec<EpochStart> = Vec::new();
     for r in &log[start.0 as usize..] {
         if epochs.last().is_none_or(|e| e.epoch != r.epoch) {
@@ -522,7 +522,7 @@ pub(super) fn log_state(log: &[Record], start: Offset) -> LogState {
 }
 
 /// The driver's part of a fetch response: records of the range, within the byte limit.
-pub(super) fn read_range(log: &[Record], range: crate::protocol::RecordRange) -> Vec<Record> {
+pub(crate) fn read_range(log: &[Record], range: crate::protocol::RecordRange) -> Vec<Record> {
     let end = (range.to.0 as usize).min(log.len());
     let mut bytes = 0usize;
     let mut out = Vec::new();

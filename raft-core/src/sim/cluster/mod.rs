@@ -36,7 +36,7 @@ mod membership;
 mod network;
 mod workload;
 
-use self::host::read_range;
+pub(crate) use self::host::{log_state, read_range};
 use self::workload::{decode_kv, encode_kv};
 
 /// The outcome of a scripted read: its read offset and the value read (0 for absent), or why

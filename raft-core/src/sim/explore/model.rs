@@ -23,16 +23,14 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::config::{Config, ValidatedConfig};
-use crate::io::{EpochStart, LogState};
 use crate::message::{Request, RequestId, Response};
 use crate::protocol::{
     Event, Fill, Input, LogOp, LogSeq, Outgoing, Outputs, PersistSeq, ReadId, ReadMode, Replica,
     VoterHistory,
 };
 use crate::sim::checks::Checker;
-use crate::types::{
-    ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, ReplicaId, Role,
-};
+use crate::sim::cluster::{log_state, read_range};
+use crate::types::{ElectionState, Instant, Offset, Record, ReplicaId, Role};
 
 /// Bounds on the actions that add to a state rather than move it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -241,7 +239,15 @@ impl Model {
             voters.push(r.offset, set);
         }
         let seed = 0x5EED_0000 + u64::from(incarnation);
-        Replica::new(cfg, election, &log_state(log), None, voters, seed, now)
+        Replica::new(
+            cfg,
+            election,
+            &log_state(log, Offset::ZERO),
+            None,
+            voters,
+            seed,
+            now,
+        )
     }
 
     /// The actions possible from `st`, in a fixed order.
@@ -637,42 +643,4 @@ fn hash_log(log: &[Record], h: &mut impl Hasher) {
 
 fn at(now: Instant) -> Duration {
     Duration::from_nanos(now.0.saturating_sub(EPOCH_OF_TIME.0))
-}
-
-/// What a log store reports on opening `log` (it starts at offset 0: no snapshots here).
-fn log_state(log: &[Record]) -> LogState {
-    let mut epochs: Vec<EpochStart> = Vec::new();
-    for r in log {
-        if epochs.last().is_none_or(|e| e.epoch != r.epoch) {
-            epochs.push(EpochStart {
-                epoch: r.epoch,
-                start: r.offset,
-            });
-        }
-    }
-    let end = OffsetAndEpoch::new(
-        Offset(log.len() as u64),
-        log.last().map_or(Epoch::ZERO, |r| r.epoch),
-    );
-    LogState {
-        start: Offset::ZERO,
-        end,
-        epochs,
-        start_epoch: Epoch::ZERO,
-    }
-}
-
-/// The driver's part of a fetch response: the records of the range, within its byte limit.
-fn read_range(log: &[Record], range: crate::protocol::RecordRange) -> Vec<Record> {
-    let end = (range.to.0 as usize).min(log.len());
-    let mut bytes = 0usize;
-    let mut out = Vec::new();
-    for r in log.iter().take(end).skip(range.from.0 as usize) {
-        bytes += r.encoded_len();
-        if !out.is_empty() && bytes > range.max_bytes as usize {
-            break;
-        }
-        out.push(r.clone());
-    }
-    out
 }
