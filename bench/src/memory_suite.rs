@@ -55,30 +55,19 @@ async fn load_keys(ports: Vec<u16>, first: usize, keys: u64) -> Result<(u64, u64
     let mut conn = None;
     let (mut n, mut retried, mut failures, mut longest_ms) = (0, 0, 0, 0);
     while n < keys {
-        let batch: Vec<[u8; 8]> = (n..keys.min(n + 256)).map(resp_load::key).collect();
-        let cmds: Vec<Vec<&[u8]>> = batch
-            .iter()
-            .map(|k| vec![&b"SET"[..], &k[..], &value[..]])
-            .collect();
+        let to = keys.min(n + resp_load::PRELOAD_BATCH);
         let c = match &mut conn {
             Some(c) => c,
             None => conn.insert(resp_load::Conn::connect(ports[at], Duration::from_secs(5)).await?),
         };
         let sent = Instant::now();
-        let failed = match c.pipeline(&cmds, Duration::from_secs(30)).await {
-            Ok(replies) => replies
-                .iter()
-                .find(|(is_error, _)| *is_error)
-                .map(|(_, raw)| String::from_utf8_lossy(raw).trim().to_string()),
-            Err(e) => Some(e),
-        };
-        match failed {
-            None => {
+        match resp_load::set_keys(c, n..to, &value).await {
+            Ok(()) => {
                 longest_ms = longest_ms.max(sent.elapsed().as_millis() as u64);
-                n += batch.len() as u64;
+                n = to;
                 failures = 0;
             }
-            Some(why) => {
+            Err(why) => {
                 failures += 1;
                 retried += 1;
                 if failures >= 20 {

@@ -269,19 +269,35 @@ pub async fn preload(port: u16, keyspace: u64, value_bytes: usize) -> Result<(),
     let value = vec![b'v'; value_bytes];
     let mut n = 0;
     while n < keyspace {
-        let keys: Vec<[u8; 8]> = (n..keyspace.min(n + 256)).map(key).collect();
-        let cmds: Vec<Vec<&[u8]>> = keys
-            .iter()
-            .map(|k| vec![&b"SET"[..], &k[..], &value[..]])
-            .collect();
-        for (is_error, raw) in conn.pipeline(&cmds, Duration::from_secs(30)).await? {
-            if is_error {
-                return Err(format!("preload: {}", reply_text(&raw)));
-            }
-        }
-        n += keys.len() as u64;
+        let to = keyspace.min(n + PRELOAD_BATCH);
+        set_keys(&mut conn, n..to, &value)
+            .await
+            .map_err(|e| format!("preload: {e}"))?;
+        n = to;
     }
     Ok(())
+}
+
+/// Keys SET per pipeline by [`preload`].
+pub const PRELOAD_BATCH: u64 = 256;
+
+/// SETs every key of `keys` to `value` in one pipeline: the text of the first error reply, or
+/// of the failure, if any.
+pub async fn set_keys(
+    conn: &mut Conn,
+    keys: std::ops::Range<u64>,
+    value: &[u8],
+) -> Result<(), String> {
+    let keys: Vec<[u8; 8]> = keys.map(key).collect();
+    let cmds: Vec<Vec<&[u8]>> = keys
+        .iter()
+        .map(|k| vec![&b"SET"[..], &k[..], value])
+        .collect();
+    let replies = conn.pipeline(&cmds, Duration::from_secs(30)).await?;
+    match replies.iter().find(|(is_error, _)| *is_error) {
+        Some((_, raw)) => Err(reply_text(raw)),
+        None => Ok(()),
+    }
 }
 
 /// What one connection saw, in total and per request kind (`ok`, `errors`, latencies).

@@ -8,7 +8,7 @@
 //! key refers to. For collections longer than `samples` (not 0), the first `samples` elements
 //! are measured and the rest assumed alike, as Redis samples.
 
-use std::mem::{size_of, size_of_val};
+use std::mem::size_of;
 
 use bytes::Bytes;
 
@@ -39,10 +39,10 @@ pub(super) fn usage(key: &Bytes, entry: &Entry, samples: usize) -> u64 {
     // A collection's own header lives in a box of its own.
     n += match &entry.value {
         Value::Str(_) => 0,
-        Value::Hash(h) => size_of_val::<super::store::Hash>(h),
-        Value::List(l) => size_of_val::<super::store::List>(l),
-        Value::Set(s) => size_of_val::<super::store::Set>(s),
-        Value::ZSet(z) => size_of_val::<super::zset::ZSet>(z),
+        Value::Hash(_) => size_of::<super::store::Hash>(),
+        Value::List(_) => size_of::<super::store::List>(),
+        Value::Set(_) => size_of::<super::store::Set>(),
+        Value::ZSet(_) => size_of::<super::zset::ZSet>(),
     };
     n += match &entry.value {
         Value::Str(s) => s.len(),
