@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use raft_core::driver::{DriverOptions, Node, Parts};
-use raft_core::io::{StateMachine, StateMachineError};
+use raft_core::io::{read_to_end, BytesReader, SnapshotReader, StateMachine, StateMachineError};
 use raft_core::mem::transport::MemNetwork;
 use raft_core::mem::{MemElectionStore, MemLog, MemSnapshots};
 use raft_core::{Config, Offset, Record, ReplicaId, Role};
@@ -42,11 +42,23 @@ impl StateMachine for Blob {
         Ok(())
     }
 
-    async fn snapshot(&self) -> Result<Bytes, StateMachineError> {
-        Ok(self.state.lock().unwrap().clone())
+    async fn snapshot(&self) -> Result<Box<dyn SnapshotReader>, StateMachineError> {
+        Ok(Box::new(BytesReader::new(
+            self.state.lock().unwrap().clone(),
+        )))
     }
 
-    async fn restore(&self, applied: Offset, data: Bytes) -> Result<(), StateMachineError> {
+    async fn restore(
+        &self,
+        applied: Offset,
+        data: &mut dyn SnapshotReader,
+    ) -> Result<(), StateMachineError> {
+        let data = read_to_end(data, u64::MAX)
+            .await
+            .map_err(|e| StateMachineError {
+                offset: applied,
+                reason: e.to_string(),
+            })?;
         *self.state.lock().unwrap() = data;
         self.applied.store(applied.0, Ordering::SeqCst);
         Ok(())

@@ -34,7 +34,10 @@ use bytes::{Bytes, BytesMut};
 use hdrhistogram::Histogram;
 use raft_core::codec::wire::{self, FrameLimits};
 use raft_core::driver::{DriverOptions, Node, Parts, ReadMode};
-use raft_core::io::{RequestHandler, StateMachine, StateMachineError, Transport, TransportError};
+use raft_core::io::{
+    BytesReader, RequestHandler, SnapshotReader, StateMachine, StateMachineError, Transport,
+    TransportError,
+};
 use raft_core::mem::transport::{MemNetwork, MemTransport};
 use raft_core::mem::{MemElectionStore, MemLog, MemSnapshots};
 use raft_core::message::{ErrorCode, Request, Response};
@@ -84,12 +87,16 @@ impl StateMachine for Kv {
         Ok(())
     }
 
-    async fn snapshot(&self) -> Result<Bytes, StateMachineError> {
+    async fn snapshot(&self) -> Result<Box<dyn SnapshotReader>, StateMachineError> {
         // Snapshots are off in this suite (`snapshot_after_records = 0`).
-        Ok(Bytes::new())
+        Ok(Box::new(BytesReader::new(Bytes::new())))
     }
 
-    async fn restore(&self, applied: Offset, _data: Bytes) -> Result<(), StateMachineError> {
+    async fn restore(
+        &self,
+        applied: Offset,
+        _data: &mut dyn SnapshotReader,
+    ) -> Result<(), StateMachineError> {
         self.applied.store(applied.0, Ordering::SeqCst);
         Ok(())
     }

@@ -13,6 +13,10 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::message::{Request, Response};
+pub use crate::snapshot_stream::{
+    load_bytes, read_to_end, save_bytes, BytesReader, SnapshotReader, SnapshotWriter,
+    DEFAULT_CHUNK_BYTES,
+};
 use crate::types::{ElectionState, Epoch, Offset, OffsetAndEpoch, Record, ReplicaId};
 
 /// Where an epoch starts in the log: the offset of its first record. The list of these, in
@@ -137,8 +141,10 @@ pub trait SnapshotStore: Send + Sync + 'static {
     /// The newest complete snapshot.
     async fn latest(&self) -> Result<Option<SnapshotMeta>, StorageError>;
 
-    /// Stores a snapshot this replica took, atomically and durably.
-    async fn save(&self, id: OffsetAndEpoch, data: Bytes) -> Result<SnapshotMeta, StorageError>;
+    /// Starts storing a snapshot this replica is taking. Its bytes go to the returned writer,
+    /// and it becomes complete (atomically and durably) only by [`SnapshotWriter::finish`]. A
+    /// store may hold several writers at once, each for another id.
+    async fn create(&self, id: OffsetAndEpoch) -> Result<Box<dyn SnapshotWriter>, StorageError>;
 
     /// At most `max_bytes` of a complete snapshot from `position` (empty at its end), or
     /// `None` when no complete snapshot with this id is held.
@@ -149,8 +155,13 @@ pub trait SnapshotStore: Send + Sync + 'static {
         max_bytes: u32,
     ) -> Result<Option<(SnapshotMeta, Bytes)>, StorageError>;
 
-    /// The whole of a complete snapshot, or `None` when it is not held.
-    async fn load(&self, id: OffsetAndEpoch) -> Result<Option<Bytes>, StorageError>;
+    /// Reads a complete snapshot from its start, or `None` when it is not held. The reader
+    /// checks the bytes against the snapshot's checksum and ends with an error instead of
+    /// `None` when they differ. A snapshot deleted while open stays readable to the end.
+    async fn open(
+        &self,
+        id: OffsetAndEpoch,
+    ) -> Result<Option<Box<dyn SnapshotReader>>, StorageError>;
 
     /// Writes a chunk of a download at `position`, which must be the bytes written so far, or
     /// 0 to start over (discarding any other partial download).
@@ -289,11 +300,22 @@ pub trait StateMachine: Send + Sync + 'static {
         responses: &mut Vec<Bytes>,
     ) -> Result<(), StateMachineError>;
 
-    /// Serializes the state after every record applied so far. The driver calls it between
-    /// `apply` calls, so the snapshot covers exactly [`StateMachine::applied`].
-    async fn snapshot(&self) -> Result<Bytes, StateMachineError>;
+    /// Captures the state after every record applied so far and returns a reader of its
+    /// serialization. The driver calls it between `apply` calls, so the snapshot covers exactly
+    /// [`StateMachine::applied`]; it then drains the reader into the snapshot store on a task
+    /// of its own while later records are applied. So capture cheaply here (a copy-on-write
+    /// handle, a storage engine's read snapshot) and serialize as the reader is read: the
+    /// state must not have to fit in memory twice, and applying must not wait for the
+    /// serialization.
+    async fn snapshot(&self) -> Result<Box<dyn SnapshotReader>, StateMachineError>;
 
     /// Replaces the whole state with a snapshot's (one that [`StateMachine::snapshot`]
-    /// produced, here or on another replica); afterwards `applied()` returns `applied`.
-    async fn restore(&self, applied: Offset, data: Bytes) -> Result<(), StateMachineError>;
+    /// produced, here or on another replica), read from `data` to its end; afterwards
+    /// `applied()` returns `applied`. When `data` fails (a damaged snapshot reports its
+    /// checksum mismatch only at its end), return an error and keep the state as it was.
+    async fn restore(
+        &self,
+        applied: Offset,
+        data: &mut dyn SnapshotReader,
+    ) -> Result<(), StateMachineError>;
 }

@@ -44,6 +44,7 @@ pub mod protocol;
 pub mod sim;
 #[cfg(feature = "driver")]
 pub mod snapshot_dir;
+pub mod snapshot_stream;
 pub mod stored;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -31,7 +31,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::codec::DecodeError;
-use crate::io::{SnapshotMeta, SnapshotStore, StorageError};
+use crate::io::{SnapshotMeta, SnapshotReader, SnapshotStore, SnapshotWriter, StorageError};
 use crate::types::{Epoch, Offset, OffsetAndEpoch};
 
 /// The version of the snapshot file format.
@@ -40,7 +40,11 @@ pub const SNAPSHOT_FORMAT_VERSION: u8 = 1;
 const MAGIC: &[u8; 4] = b"RSNP";
 const FOOTER_LEN: u64 = 4 + 1 + 8 + 4 + 8 + 4;
 const PARTIAL: &str = "download.partial";
-const TEMP: &str = "snapshot.tmp";
+/// Snapshots being taken are written to `<id>.tmp` files, which opening the directory deletes.
+const TEMP_SUFFIX: &str = ".tmp";
+
+/// The bytes a [`SnapshotReader`] of a snapshot file hands out at a time.
+const READ_CHUNK: u64 = 1 << 20;
 
 /// A directory of snapshot files. See the module documentation.
 #[derive(Clone, Debug)]
@@ -74,6 +78,19 @@ fn file_name(id: OffsetAndEpoch) -> String {
     format!("{:020}-{:010}.snap", id.offset.0, id.epoch.0)
 }
 
+fn temp_name(id: OffsetAndEpoch) -> String {
+    format!("{:020}-{:010}{TEMP_SUFFIX}", id.offset.0, id.epoch.0)
+}
+
+/// Runs blocking file work off the async threads.
+async fn unblock<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StorageError> + Send + 'static,
+) -> Result<T, StorageError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StorageError::Io(Box::new(e)))?
+}
+
 impl SnapshotDir {
     /// Complete snapshots kept: the newest, and the one before it (a follower may still be
     /// downloading that one when a newer one is taken).
@@ -88,7 +105,7 @@ impl SnapshotDir {
         for entry in fs::read_dir(&dir).map_err(io)? {
             let entry = entry.map_err(io)?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name == PARTIAL || name == TEMP {
+            if name == PARTIAL || name.ends_with(TEMP_SUFFIX) {
                 fs::remove_file(entry.path()).map_err(io)?;
             } else if name.ends_with(".snap") {
                 complete.push(verify_file(&entry.path())?);
@@ -117,9 +134,7 @@ impl SnapshotDir {
         f: impl FnOnce(&Inner) -> Result<T, StorageError> + Send + 'static,
     ) -> Result<T, StorageError> {
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || f(&inner))
-            .await
-            .map_err(|e| StorageError::Io(Box::new(e)))?
+        unblock(move || f(&inner)).await
     }
 }
 
@@ -230,19 +245,21 @@ impl SnapshotStore for SnapshotDir {
         Ok(lock(&self.inner.state).complete.last().copied())
     }
 
-    async fn save(&self, id: OffsetAndEpoch, data: Bytes) -> Result<SnapshotMeta, StorageError> {
-        self.blocking(move |inner| {
-            let meta = SnapshotMeta::of(id, &data);
-            let temp = inner.dir.join(TEMP);
-            let mut file = File::create(&temp).map_err(io)?;
-            file.write_all(&data).map_err(io)?;
-            file.write_all(&footer(meta)).map_err(io)?;
-            file.sync_all().map_err(io)?;
-            drop(file);
-            inner.publish(&temp, meta)?;
-            Ok(meta)
-        })
-        .await
+    async fn create(&self, id: OffsetAndEpoch) -> Result<Box<dyn SnapshotWriter>, StorageError> {
+        let temp = self.inner.dir.join(temp_name(id));
+        let file = {
+            let temp = temp.clone();
+            self.blocking(move |_| File::create(&temp).map_err(io))
+                .await?
+        };
+        Ok(Box::new(DirWriter {
+            inner: self.inner.clone(),
+            id,
+            temp,
+            file: Some(file),
+            size: 0,
+            hasher: crc32fast::Hasher::new(),
+        }))
     }
 
     async fn read(
@@ -272,25 +289,27 @@ impl SnapshotStore for SnapshotDir {
         .await
     }
 
-    async fn load(&self, id: OffsetAndEpoch) -> Result<Option<Bytes>, StorageError> {
+    async fn open(
+        &self,
+        id: OffsetAndEpoch,
+    ) -> Result<Option<Box<dyn SnapshotReader>>, StorageError> {
         self.blocking(move |inner| {
             let Some(meta) = inner.find(id) else {
                 return Ok(None);
             };
-            let mut file = File::open(inner.path(id)).map_err(io)?;
-            let mut buf = vec![0u8; meta.size as usize];
-            file.read_exact(&mut buf).map_err(io)?;
-            let computed = crc32fast::hash(&buf);
-            if computed != meta.checksum {
-                return Err(StorageError::Corrupt {
-                    offset: id.offset,
-                    source: DecodeError::Checksum {
-                        stored: meta.checksum,
-                        computed,
-                    },
-                });
-            }
-            Ok(Some(Bytes::from(buf)))
+            let file = match File::open(inner.path(id)) {
+                Ok(file) => file,
+                // Deleted by a newer snapshot between the lookup and the open.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(io(e)),
+            };
+            let reader: Box<dyn SnapshotReader> = Box::new(DirReader {
+                meta,
+                file: Some(file),
+                left: meta.size,
+                hasher: crc32fast::Hasher::new(),
+            });
+            Ok(Some(reader))
         })
         .await
     }
@@ -355,6 +374,123 @@ impl SnapshotStore for SnapshotDir {
     }
 }
 
+/// A snapshot being taken: its data goes to a temporary file, which `finish` completes with the
+/// footer, syncs and renames into place.
+struct DirWriter {
+    inner: Arc<Inner>,
+    id: OffsetAndEpoch,
+    temp: PathBuf,
+    /// `None` only while a write is under way on a blocking thread.
+    file: Option<File>,
+    size: u64,
+    hasher: crc32fast::Hasher,
+}
+
+impl DirWriter {
+    fn take_file(&mut self) -> Result<File, StorageError> {
+        self.file.take().ok_or_else(|| {
+            StorageError::Poisoned(format!(
+                "an earlier write to {} failed",
+                self.temp.display()
+            ))
+        })
+    }
+}
+
+#[async_trait]
+impl SnapshotWriter for DirWriter {
+    async fn write(&mut self, chunk: Bytes) -> Result<(), StorageError> {
+        let mut file = self.take_file()?;
+        self.hasher.update(&chunk);
+        self.size += chunk.len() as u64;
+        let file = unblock(move || {
+            file.write_all(&chunk).map_err(io)?;
+            Ok(file)
+        })
+        .await?;
+        self.file = Some(file);
+        Ok(())
+    }
+
+    async fn finish(mut self: Box<Self>) -> Result<SnapshotMeta, StorageError> {
+        let mut file = self.take_file()?;
+        let meta = SnapshotMeta {
+            id: self.id,
+            size: self.size,
+            checksum: self.hasher.clone().finalize(),
+        };
+        let inner = self.inner.clone();
+        let temp = self.temp.clone();
+        unblock(move || {
+            file.write_all(&footer(meta)).map_err(io)?;
+            file.sync_all().map_err(io)?;
+            drop(file);
+            inner.publish(&temp, meta)
+        })
+        .await?;
+        // Published: nothing for `drop` to discard.
+        self.temp = PathBuf::new();
+        Ok(meta)
+    }
+}
+
+impl Drop for DirWriter {
+    fn drop(&mut self) {
+        // An unfinished snapshot leaves nothing behind (opening the directory would delete it
+        // too; this spares the disk until then).
+        if !self.temp.as_os_str().is_empty() {
+            let _ = fs::remove_file(&self.temp);
+        }
+    }
+}
+
+/// A complete snapshot file read in chunks, its checksum verified at the end. The open file
+/// stays readable after a newer snapshot deletes it.
+struct DirReader {
+    meta: SnapshotMeta,
+    /// `None` only while a read is under way on a blocking thread, or after a failure.
+    file: Option<File>,
+    left: u64,
+    hasher: crc32fast::Hasher,
+}
+
+#[async_trait]
+impl SnapshotReader for DirReader {
+    async fn next_chunk(&mut self) -> std::io::Result<Option<Bytes>> {
+        if self.left == 0 {
+            if self.file.take().is_none() {
+                return Ok(None);
+            }
+            let computed = self.hasher.clone().finalize();
+            if computed != self.meta.checksum {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "snapshot {:?}: checksum {computed:#010x}, stored {:#010x}",
+                        self.meta.id, self.meta.checksum
+                    ),
+                ));
+            }
+            return Ok(None);
+        }
+        let mut file = self
+            .file
+            .take()
+            .ok_or_else(|| std::io::Error::other("an earlier read of this snapshot failed"))?;
+        let n = self.left.min(READ_CHUNK) as usize;
+        let (file, buf) = tokio::task::spawn_blocking(move || {
+            let mut buf = vec![0u8; n];
+            file.read_exact(&mut buf).map(|()| (file, buf))
+        })
+        .await
+        .map_err(std::io::Error::other)??;
+        self.hasher.update(&buf);
+        self.left -= n as u64;
+        self.file = Some(file);
+        Ok(Some(Bytes::from(buf)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,8 +501,7 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         let store = SnapshotDir::open(&dir).expect("open");
         let id = OffsetAndEpoch::new(Offset(9), Epoch(2));
-        store
-            .save(id, Bytes::from_static(b"state of the machine"))
+        crate::io::save_bytes(&store, id, Bytes::from_static(b"state of the machine"))
             .await
             .expect("save");
         drop(store);

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::membership::{frame_snapshot, unframe_snapshot};
+use super::membership::{snapshot_header, unframe_snapshot};
 use super::progress::{Progress, ProgressPacing};
 use super::task_messages::Done;
 use super::Metrics;
@@ -16,7 +16,10 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::ValidatedConfig;
-use crate::io::{LogStore, SnapshotStore, StateMachine, StateMachineError, StorageError};
+use crate::io::{
+    LogStore, SnapshotReader, SnapshotStore, StateMachine, StateMachineError, StorageError,
+};
+use crate::snapshot_stream::Counted;
 use crate::types::{Offset, OffsetAndEpoch, Record, RecordKind};
 use crate::voters::VoterSet;
 
@@ -100,6 +103,17 @@ pub(super) struct Applier {
     pub(super) bootstrap: VoterSet,
     /// When replays and restores write progress lines.
     pub(super) pacing: ProgressPacing,
+    /// The snapshot being written to the store, if any: at most one at a time. Aborted when
+    /// the applier stops, as a crash would end it.
+    pub(super) writing: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Applier {
+    fn drop(&mut self) {
+        if let Some(task) = self.writing.take() {
+            task.abort();
+        }
+    }
 }
 
 impl Applier {
@@ -228,55 +242,106 @@ impl Applier {
         if self.done.send(Done::Applied(Ok(applied))).await.is_err() {
             return false;
         }
+        let writing = self.writing.as_ref().is_some_and(|t| !t.is_finished());
         match *last {
-            Some(id) if self.triggers.due() => {
+            // While a snapshot is still being written the triggers keep counting, and the
+            // next one is taken after it.
+            Some(id) if self.triggers.due() && !writing => {
                 self.triggers.reset();
-                let result = self.take_snapshot(id).await;
-                let ok = result.is_ok();
-                self.done.send(Done::SnapshotTaken(result)).await.is_ok() && ok
+                match self.take_snapshot(id).await {
+                    Ok(()) => true,
+                    Err(e) => {
+                        let _ = self.done.send(Done::SnapshotTaken(Err(e))).await;
+                        false
+                    }
+                }
             }
             _ => true,
         }
     }
 
     pub(super) async fn restore(&mut self, id: OffsetAndEpoch) -> Result<(), String> {
-        let data = self
-            .snapshots
-            .load(id)
+        let (meta, reader) = open_snapshot(&*self.snapshots, id)
             .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("snapshot {id:?} is not in the store"))?;
-        let (voters, state) = unframe_snapshot(data, &self.bootstrap).map_err(|e| e.to_string())?;
-        restore_with_progress(&*self.sm, id.offset, state, &self.pacing)
+            .map_err(|e| e.to_string())?;
+        let (voters, mut state) = unframe_snapshot(reader, &self.bootstrap)
+            .await
+            .map_err(|e| e.to_string())?;
+        restore_with_progress(&*self.sm, id.offset, &mut *state, meta.size, &self.pacing)
             .await
             .map_err(|e| e.to_string())?;
         self.voters = voters;
         Ok(())
     }
 
-    /// Snapshots the state machine, which has applied exactly the records below `id.offset`.
-    pub(super) async fn take_snapshot(&self, id: OffsetAndEpoch) -> Result<OffsetAndEpoch, String> {
+    /// Captures the state machine, which has applied exactly the records below `id.offset`,
+    /// and writes the snapshot on a task of its own, which reports `Done::SnapshotTaken` once
+    /// it is durable. Records are applied meanwhile.
+    pub(super) async fn take_snapshot(&mut self, id: OffsetAndEpoch) -> Result<(), String> {
         let state = self.sm.snapshot().await.map_err(|e| e.to_string())?;
-        let data = frame_snapshot(&self.voters, &state);
-        self.snapshots
-            .save(id, data)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(id)
+        let header = snapshot_header(&self.voters);
+        let store = self.snapshots.clone();
+        let done = self.done.clone();
+        self.writing = Some(tokio::spawn(async move {
+            let started = tokio::time::Instant::now();
+            let result = write_snapshot(&*store, id, header, state).await;
+            if let Ok(bytes) = result {
+                tracing::debug!(
+                    snapshot = ?id,
+                    bytes,
+                    ms = started.elapsed().as_millis() as u64,
+                    "snapshot written"
+                );
+            }
+            let _ = done.send(Done::SnapshotTaken(result.map(|_| id))).await;
+        }));
+        Ok(())
     }
 }
 
-/// Restores the state machine from a snapshot's state, with an opening line (INFO for a large
-/// snapshot) and a closing line with the duration (INFO when it took long); the state machine
-/// may write progress lines of its own while it decodes.
+/// Opens the complete snapshot `id`, with its size.
+pub(super) async fn open_snapshot(
+    store: &dyn SnapshotStore,
+    id: OffsetAndEpoch,
+) -> Result<(crate::io::SnapshotMeta, Box<dyn SnapshotReader>), StorageError> {
+    let vanished = || StorageError::Invalid(format!("snapshot {id:?} is not in the store"));
+    let meta = store.read(id, 0, 0).await?.ok_or_else(vanished)?.0;
+    let reader = store.open(id).await?.ok_or_else(vanished)?;
+    Ok((meta, reader))
+}
+
+/// Writes snapshot `id` (the voter set header, then the state machine's stream) to `store`
+/// and completes it; returns its size.
+async fn write_snapshot(
+    store: &dyn SnapshotStore,
+    id: OffsetAndEpoch,
+    header: Bytes,
+    mut state: Box<dyn SnapshotReader>,
+) -> Result<u64, String> {
+    let mut writer = store.create(id).await.map_err(|e| e.to_string())?;
+    writer.write(header).await.map_err(|e| e.to_string())?;
+    while let Some(chunk) = state
+        .next_chunk()
+        .await
+        .map_err(|e| format!("the state machine's snapshot at {id:?} failed: {e}"))?
+    {
+        writer.write(chunk).await.map_err(|e| e.to_string())?;
+    }
+    let meta = writer.finish().await.map_err(|e| e.to_string())?;
+    Ok(meta.size)
+}
+
+/// Restores the state machine from a snapshot's state of `bytes` bytes (about: the snapshot's
+/// size), with an opening line (INFO for a large snapshot), progress lines as it is read, and a
+/// closing line with the duration (INFO when it took long).
 pub(super) async fn restore_with_progress(
     sm: &dyn StateMachine,
     offset: Offset,
-    state: Bytes,
+    state: &mut dyn SnapshotReader,
+    bytes: u64,
     pacing: &ProgressPacing,
 ) -> Result<(), StateMachineError> {
-    let bytes = state.len() as u64;
-    let progress = Progress::start(
+    let mut progress = Progress::start(
         "restoring",
         "restored",
         format!("the state machine from the snapshot at offset {offset}, {bytes} bytes"),
@@ -285,7 +350,14 @@ pub(super) async fn restore_with_progress(
         bytes >= pacing.large_bytes,
         pacing.every,
     );
-    sm.restore(offset, state).await?;
+    {
+        let mut on_chunk = |n: u64| progress.advance(n);
+        let mut counted = Counted {
+            inner: state,
+            on_chunk: &mut on_chunk,
+        };
+        sm.restore(offset, &mut counted).await?;
+    }
     progress.finish();
     Ok(())
 }

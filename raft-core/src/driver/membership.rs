@@ -11,8 +11,9 @@ use super::outcome::{Committed, Uncertain, WriteError};
 use super::task_messages::Command;
 use super::Node;
 use crate::codec::{decode_snapshot_header, encode_snapshot_header, SNAPSHOT_HEADER_MAX};
-use crate::io::{LogStore, SnapshotStore, StorageError};
+use crate::io::{LogStore, SnapshotReader, SnapshotStore, StorageError};
 use crate::protocol::{MembershipError, VoterChange, VoterHistory};
+use crate::snapshot_stream::Prepended;
 use crate::types::{DirectoryId, Offset, OffsetAndEpoch, RecordKind, ReplicaId};
 use crate::voters::VoterSet;
 
@@ -116,26 +117,42 @@ impl Node {
     }
 }
 
-/// Prefixes a state machine snapshot with the voter set in force at its offset.
-pub(super) fn frame_snapshot(voters: &VoterSet, state: &Bytes) -> Bytes {
-    let mut out = BytesMut::with_capacity(SNAPSHOT_HEADER_MAX.min(1024) + state.len());
+/// The header every stored snapshot starts with: the voter set in force at its offset.
+pub(super) fn snapshot_header(voters: &VoterSet) -> Bytes {
+    let mut out = BytesMut::with_capacity(SNAPSHOT_HEADER_MAX.min(1024));
     encode_snapshot_header(voters, &mut out);
-    out.extend_from_slice(state);
     out.freeze()
 }
 
-/// Splits a stored snapshot into its voter set (`bootstrap` for a snapshot without a header)
-/// and the state machine's bytes.
-pub(super) fn unframe_snapshot(
-    data: Bytes,
+/// Reads a stored snapshot's voter set (`bootstrap` for a snapshot without a header) from the
+/// start of `reader`; returns it with a reader of the state machine's bytes that follow.
+pub(super) async fn unframe_snapshot(
+    mut reader: Box<dyn SnapshotReader>,
     bootstrap: &VoterSet,
-) -> Result<(VoterSet, Bytes), StorageError> {
-    let (set, header) = decode_snapshot_header(&data)
+) -> Result<(VoterSet, Box<dyn SnapshotReader>), StorageError> {
+    let read_err = |e: std::io::Error| StorageError::Io(Box::new(e));
+    // The header lies within the first SNAPSHOT_HEADER_MAX bytes (or the whole snapshot).
+    let mut head = reader
+        .next_chunk()
+        .await
+        .map_err(read_err)?
+        .unwrap_or_default();
+    while head.len() < SNAPSHOT_HEADER_MAX {
+        let Some(more) = reader.next_chunk().await.map_err(read_err)? else {
+            break;
+        };
+        let mut joined = BytesMut::with_capacity(head.len() + more.len());
+        joined.extend_from_slice(&head);
+        joined.extend_from_slice(&more);
+        head = joined.freeze();
+    }
+    let (set, header) = decode_snapshot_header(&head)
         .map_err(|e| StorageError::Invalid(format!("snapshot voter set: {e}")))?;
-    Ok((
-        set.unwrap_or_else(|| bootstrap.clone()),
-        data.slice(header..),
-    ))
+    let rest = Prepended {
+        head: Some(head.slice(header..)),
+        inner: reader,
+    };
+    Ok((set.unwrap_or_else(|| bootstrap.clone()), Box::new(rest)))
 }
 
 /// The voter set a stored snapshot carries, read from its first bytes.

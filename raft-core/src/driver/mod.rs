@@ -246,15 +246,13 @@ impl Node {
         let bootstrap = cfg.bootstrap_voters();
         let mut applied = parts.state_machine.applied().await;
         if let Some(snap) = snapshot.filter(|s| s.id.offset > applied) {
-            let data =
-                parts.snapshots.load(snap.id).await?.ok_or_else(|| {
-                    StorageError::Invalid(format!("snapshot {:?} vanished", snap.id))
-                })?;
-            let (_, state) = membership::unframe_snapshot(data, &bootstrap)?;
+            let (meta, reader) = applier::open_snapshot(&*parts.snapshots, snap.id).await?;
+            let (_, mut state) = membership::unframe_snapshot(reader, &bootstrap).await?;
             restore_with_progress(
                 &*parts.state_machine,
                 snap.id.offset,
-                state,
+                &mut *state,
+                meta.size,
                 &options.progress,
             )
             .await?;
@@ -312,6 +310,7 @@ impl Node {
             voters: applier_voters,
             bootstrap: bootstrap.clone(),
             pacing: options.progress,
+            writing: None,
         });
         let snapshot_writer =
             spawn_snapshot_writer(parts.snapshots.clone(), bootstrap, done_tx.clone());

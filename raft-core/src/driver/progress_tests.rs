@@ -15,7 +15,7 @@ use super::applier::{restore_with_progress, Applier, ApplyJob, SnapshotTriggers}
 use super::progress::ProgressPacing;
 use super::task_messages::Done;
 use super::Metrics;
-use crate::io::{LogStore, StateMachine, StateMachineError};
+use crate::io::{BytesReader, LogStore, SnapshotReader, StateMachine, StateMachineError};
 use crate::mem::{MemLog, MemSnapshots};
 use crate::types::{Epoch, Offset, Record, RecordKind, ReplicaId};
 use crate::voters::VoterSet;
@@ -47,11 +47,16 @@ impl StateMachine for SlowStateMachine {
         Ok(())
     }
 
-    async fn snapshot(&self) -> Result<Bytes, StateMachineError> {
-        Ok(Bytes::new())
+    async fn snapshot(&self) -> Result<Box<dyn SnapshotReader>, StateMachineError> {
+        Ok(Box::new(BytesReader::new(Bytes::new())))
     }
 
-    async fn restore(&self, applied: Offset, _data: Bytes) -> Result<(), StateMachineError> {
+    async fn restore(
+        &self,
+        applied: Offset,
+        data: &mut dyn SnapshotReader,
+    ) -> Result<(), StateMachineError> {
+        while data.next_chunk().await.expect("snapshot chunk").is_some() {}
         tokio::time::sleep(self.per_call).await;
         *self.next.lock().unwrap() = applied;
         Ok(())
@@ -118,6 +123,7 @@ fn applier(per_call: Duration) -> (Applier, mpsc::Receiver<Done>) {
             bytes_since: 0,
         },
         done,
+        writing: None,
         metrics: Arc::new(Metrics::default()),
         voters: voters.clone(),
         bootstrap: voters,
@@ -210,8 +216,8 @@ async fn restores_are_announced_when_large_and_timed_when_slow() {
             per_call,
             next: Mutex::new(Offset::ZERO),
         };
-        let state = Bytes::from(vec![0u8; bytes]);
-        restore_with_progress(&sm, Offset(500), state, &PACING)
+        let mut state = BytesReader::new(Bytes::from(vec![0u8; bytes]));
+        restore_with_progress(&sm, Offset(500), &mut state, bytes as u64, &PACING)
             .await
             .unwrap();
         assert_eq!(sm.applied().await, Offset(500));

@@ -9,7 +9,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::io::{StateMachine, StateMachineError};
+use crate::io::{read_to_end, BytesReader, SnapshotReader, StateMachine, StateMachineError};
+
+/// The largest snapshot this state machine reads back.
+const SNAPSHOT_LIMIT: u64 = 1 << 30;
 use crate::types::{Offset, Record, RecordKind};
 
 /// What a write does.
@@ -210,7 +213,7 @@ impl StateMachine for Kv {
         Ok(())
     }
 
-    async fn snapshot(&self) -> Result<Bytes, StateMachineError> {
+    async fn snapshot(&self) -> Result<Box<dyn SnapshotReader>, StateMachineError> {
         let state = lock(&self.state);
         let mut out = Vec::with_capacity(8 + 16 * state.map.len());
         out.extend_from_slice(&state.next.0.to_le_bytes());
@@ -218,14 +221,22 @@ impl StateMachine for Kv {
             out.extend_from_slice(&k.to_le_bytes());
             out.extend_from_slice(&v.to_le_bytes());
         }
-        Ok(Bytes::from(out))
+        // Small chunks, so that simulated snapshots cross chunk boundaries everywhere.
+        Ok(Box::new(BytesReader::with_chunk_size(Bytes::from(out), 40)))
     }
 
-    async fn restore(&self, applied: Offset, data: Bytes) -> Result<(), StateMachineError> {
+    async fn restore(
+        &self,
+        applied: Offset,
+        data: &mut dyn SnapshotReader,
+    ) -> Result<(), StateMachineError> {
         let bad = |reason: &str| StateMachineError {
             offset: applied,
             reason: reason.into(),
         };
+        let data = read_to_end(data, SNAPSHOT_LIMIT)
+            .await
+            .map_err(|e| bad(&e.to_string()))?;
         if data.len() < 8 || !(data.len() - 8).is_multiple_of(16) {
             return Err(bad("malformed snapshot"));
         }

@@ -14,9 +14,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
-use crate::io::{ElectionStore, LogState, LogStore, SnapshotMeta, SnapshotStore, StorageError};
+use crate::io::{
+    ElectionStore, LogState, LogStore, SnapshotMeta, SnapshotReader, SnapshotStore, SnapshotWriter,
+    StorageError,
+};
 use crate::types::{ElectionState, Offset, OffsetAndEpoch, Record};
 
 // The stored form of a log lives in `stored`; the names stay here so that code written
@@ -244,12 +247,7 @@ impl MemSnapshots {
     }
 
     fn insert(&self, meta: SnapshotMeta, data: Bytes) {
-        let mut complete = lock(&self.complete);
-        complete.retain(|(m, _)| m.id != meta.id);
-        complete.push((meta, data));
-        complete.sort_by_key(|(m, _)| m.id);
-        let excess = complete.len().saturating_sub(MEM_SNAPSHOTS_KEPT);
-        complete.drain(..excess);
+        insert_complete(&self.complete, meta, data);
     }
 
     fn find(&self, id: OffsetAndEpoch) -> Option<(SnapshotMeta, Bytes)> {
@@ -260,16 +258,50 @@ impl MemSnapshots {
     }
 }
 
+/// Adds a complete snapshot, keeping the newest [`MEM_SNAPSHOTS_KEPT`].
+fn insert_complete(complete: &Mutex<Vec<(SnapshotMeta, Bytes)>>, meta: SnapshotMeta, data: Bytes) {
+    let mut complete = lock(complete);
+    complete.retain(|(m, _)| m.id != meta.id);
+    complete.push((meta, data));
+    complete.sort_by_key(|(m, _)| m.id);
+    let excess = complete.len().saturating_sub(MEM_SNAPSHOTS_KEPT);
+    complete.drain(..excess);
+}
+
+/// A snapshot being taken into a [`MemSnapshots`].
+struct MemWriter {
+    complete: Arc<Mutex<Vec<(SnapshotMeta, Bytes)>>>,
+    id: OffsetAndEpoch,
+    data: BytesMut,
+}
+
+#[async_trait]
+impl SnapshotWriter for MemWriter {
+    async fn write(&mut self, chunk: Bytes) -> Result<(), StorageError> {
+        self.data.extend_from_slice(&chunk);
+        Ok(())
+    }
+
+    async fn finish(self: Box<Self>) -> Result<SnapshotMeta, StorageError> {
+        let data = self.data.freeze();
+        let meta = SnapshotMeta::of(self.id, &data);
+        insert_complete(&self.complete, meta, data);
+        Ok(meta)
+    }
+}
+
 #[async_trait]
 impl SnapshotStore for MemSnapshots {
     async fn latest(&self) -> Result<Option<SnapshotMeta>, StorageError> {
         Ok(lock(&self.complete).last().map(|(m, _)| *m))
     }
 
-    async fn save(&self, id: OffsetAndEpoch, data: Bytes) -> Result<SnapshotMeta, StorageError> {
-        let meta = SnapshotMeta::of(id, &data);
-        self.insert(meta, data);
-        Ok(meta)
+    async fn create(&self, id: OffsetAndEpoch) -> Result<Box<dyn SnapshotWriter>, StorageError> {
+        Ok(Box::new(MemWriter {
+            complete: self.complete.clone(),
+            id,
+            data: BytesMut::new(),
+        }))
     }
 
     async fn read(
@@ -283,8 +315,13 @@ impl SnapshotStore for MemSnapshots {
             .map(|(meta, data)| (meta, snapshot_chunk(&data, position, max_bytes))))
     }
 
-    async fn load(&self, id: OffsetAndEpoch) -> Result<Option<Bytes>, StorageError> {
-        Ok(self.find(id).map(|(_, data)| data))
+    async fn open(
+        &self,
+        id: OffsetAndEpoch,
+    ) -> Result<Option<Box<dyn SnapshotReader>>, StorageError> {
+        Ok(self.find(id).map(|(_, data)| {
+            Box::new(crate::io::BytesReader::new(data)) as Box<dyn SnapshotReader>
+        }))
     }
 
     async fn write_partial(

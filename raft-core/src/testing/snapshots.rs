@@ -8,7 +8,7 @@ use std::future::Future;
 
 use bytes::Bytes;
 
-use crate::io::{SnapshotMeta, SnapshotStore};
+use crate::io::{load_bytes, save_bytes, SnapshotMeta, SnapshotStore};
 use crate::types::{Epoch, Offset, OffsetAndEpoch};
 
 fn id(offset: u64, epoch: u32) -> OffsetAndEpoch {
@@ -21,6 +21,16 @@ fn data(len: usize, seed: u8) -> Bytes {
             .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
             .collect::<Vec<u8>>(),
     )
+}
+
+/// Saves `data` as snapshot `id` through a writer, in one chunk per kibibyte or less.
+async fn save<S: SnapshotStore>(s: &S, id: OffsetAndEpoch, data: Bytes) -> SnapshotMeta {
+    save_bytes(s, id, data).await.expect("save")
+}
+
+/// The whole of snapshot `id` through `open`, or `None`.
+async fn load<S: SnapshotStore>(s: &S, id: OffsetAndEpoch) -> Option<Bytes> {
+    load_bytes(s, id, u64::MAX).await.expect("load")
 }
 
 /// Reads a whole snapshot through `read` in chunks of `chunk` bytes.
@@ -53,10 +63,9 @@ where
     // An empty store has nothing.
     let s = open(0).await;
     assert_eq!(s.latest().await.expect("latest"), None, "empty store");
-    assert_eq!(
-        s.load(id(5, 1)).await.expect("load"),
-        None,
-        "load of nothing"
+    assert!(
+        s.open(id(5, 1)).await.expect("open").is_none(),
+        "open of nothing"
     );
     assert!(s.read(id(5, 1), 0, 10).await.expect("read").is_none());
     drop(s);
@@ -64,7 +73,7 @@ where
     // Saved snapshots are visible, readable in chunks, and survive a reopen; two are kept.
     let s = open(1).await;
     let first = data(3000, 1);
-    let meta = s.save(id(10, 1), first.clone()).await.expect("save");
+    let meta = save(&s, id(10, 1), first.clone()).await;
     assert_eq!(
         meta,
         SnapshotMeta::of(id(10, 1), &first),
@@ -77,18 +86,16 @@ where
         "chunked read"
     );
     let second = data(10, 2);
-    s.save(id(20, 2), second.clone()).await.expect("save");
+    save(&s, id(20, 2), second.clone()).await;
     let third = Bytes::new();
-    s.save(id(30, 2), third.clone())
-        .await
-        .expect("empty snapshot");
+    save(&s, id(30, 2), third.clone()).await;
     assert_eq!(
         s.latest().await.expect("latest").map(|m| m.id),
         Some(id(30, 2)),
         "latest is the newest"
     );
     assert_eq!(
-        s.load(id(20, 2)).await.expect("load"),
+        load(&s, id(20, 2)).await,
         Some(second.clone()),
         "the one before the newest is kept"
     );
@@ -99,8 +106,8 @@ where
         Some(id(30, 2)),
         "complete snapshots survive a reopen"
     );
-    assert_eq!(s.load(id(30, 2)).await.expect("load"), Some(third));
-    assert_eq!(s.load(id(20, 2)).await.expect("load"), Some(second));
+    assert_eq!(load(&s, id(30, 2)).await, Some(third));
+    assert_eq!(load(&s, id(20, 2)).await, Some(second));
     let past = s
         .read(id(30, 2), 5, 10)
         .await
@@ -128,7 +135,7 @@ where
         .await
         .expect("finish");
     assert_eq!(done, Some(meta), "a verified download completes");
-    assert_eq!(s.load(id(40, 3)).await.expect("load"), Some(body.clone()));
+    assert_eq!(load(&s, id(40, 3)).await, Some(body.clone()));
 
     // A download whose checksum does not match is discarded; a restart at 0 starts over.
     s.write_partial(id(50, 3), 0, data(100, 4))
@@ -180,6 +187,62 @@ where
         "a restart discards the partial download"
     );
     assert_eq!(s.latest().await.expect("latest"), None);
+    drop(s);
+
+    // A snapshot being written is invisible until finished; one dropped unfinished leaves
+    // nothing; two may be written at once.
+    let s = open(4).await;
+    let mut a = s.create(id(80, 5)).await.expect("create");
+    let mut b = s.create(id(90, 5)).await.expect("create");
+    a.write(data(700, 8)).await.expect("write");
+    b.write(data(300, 9)).await.expect("write");
+    a.write(data(700, 10)).await.expect("write");
+    assert_eq!(
+        s.latest().await.expect("latest"),
+        None,
+        "unfinished is invisible"
+    );
+    assert!(s.open(id(80, 5)).await.expect("open").is_none());
+    drop(b);
+    let meta = a.finish().await.expect("finish");
+    let whole = [data(700, 8), data(700, 10)].concat();
+    assert_eq!(
+        meta,
+        SnapshotMeta::of(id(80, 5), &whole),
+        "finish reports its meta"
+    );
+    assert_eq!(load(&s, id(80, 5)).await.as_deref(), Some(&whole[..]));
+    assert!(
+        s.open(id(90, 5)).await.expect("open").is_none(),
+        "dropped leaves nothing"
+    );
+    drop(s);
+    let s = open(4).await;
+    assert_eq!(
+        s.latest().await.expect("latest").map(|m| m.id),
+        Some(id(80, 5)),
+        "a finished snapshot survives a reopen, a dropped one does not appear"
+    );
+
+    // A reader opened before newer snapshots replace its snapshot reads it to the end.
+    let mut reader = s.open(id(80, 5)).await.expect("open").expect("present");
+    let first_chunk = reader.next_chunk().await.expect("read").expect("a chunk");
+    save(&s, id(100, 5), data(10, 11)).await;
+    save(&s, id(110, 5), data(10, 12)).await;
+    save(&s, id(120, 5), data(10, 13)).await;
+    let mut read = first_chunk.to_vec();
+    while let Some(chunk) = reader.next_chunk().await.expect("read on") {
+        assert!(!chunk.is_empty(), "chunks are never empty");
+        read.extend_from_slice(&chunk);
+    }
+    assert_eq!(
+        read, whole,
+        "an open snapshot stays readable after it is deleted"
+    );
+    assert!(
+        s.open(id(80, 5)).await.expect("open").is_none(),
+        "older snapshots are deleted once newer ones are durable"
+    );
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use raft_core::driver::{DriverOptions, Node, Parts, WriteError};
-use raft_core::io::{StateMachine, StateMachineError};
+use raft_core::io::{read_to_end, BytesReader, SnapshotReader, StateMachine, StateMachineError};
 use raft_core::mem::transport::MemNetwork;
 use raft_core::mem::{MemElectionStore, MemLog, MemSnapshots};
 use raft_core::protocol::{ProposeError, TransferError};
@@ -45,7 +45,7 @@ impl StateMachine for Recorder {
         Ok(())
     }
 
-    async fn snapshot(&self) -> Result<Bytes, StateMachineError> {
+    async fn snapshot(&self) -> Result<Box<dyn SnapshotReader>, StateMachineError> {
         let applied = self.applied.lock().unwrap();
         let mut out = Vec::new();
         out.extend_from_slice(&self.next.lock().unwrap().0.to_le_bytes());
@@ -54,14 +54,25 @@ impl StateMachine for Recorder {
             out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
             out.extend_from_slice(payload);
         }
-        Ok(Bytes::from(out))
+        // Small chunks: the driver must carry a snapshot across chunk boundaries.
+        Ok(Box::new(BytesReader::with_chunk_size(
+            Bytes::from(out),
+            100,
+        )))
     }
 
-    async fn restore(&self, applied: Offset, data: Bytes) -> Result<(), StateMachineError> {
+    async fn restore(
+        &self,
+        applied: Offset,
+        data: &mut dyn SnapshotReader,
+    ) -> Result<(), StateMachineError> {
         let bad = |reason: &str| StateMachineError {
             offset: applied,
             reason: reason.to_string(),
         };
+        let data = read_to_end(data, 1 << 30)
+            .await
+            .map_err(|e| bad(&e.to_string()))?;
         let word = |at: usize| -> Option<u64> {
             Some(u64::from_le_bytes(data.get(at..at + 8)?.try_into().ok()?))
         };

@@ -59,7 +59,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use raft_core::io::{StateMachine, StateMachineError};
+use raft_core::io::{read_to_end, BytesReader, SnapshotReader, StateMachine, StateMachineError};
 use raft_core::{Offset, Record, RecordKind};
 
 pub use self::command::{decode, encode, Command, ExpireCond, Float, SetCond};
@@ -222,11 +222,21 @@ impl StateMachine for Kv {
         Ok(())
     }
 
-    async fn snapshot(&self) -> Result<Bytes, StateMachineError> {
-        Ok(snapshot::encode(&self.lock()))
+    async fn snapshot(&self) -> Result<Box<dyn SnapshotReader>, StateMachineError> {
+        Ok(Box::new(BytesReader::new(snapshot::encode(&self.lock()))))
     }
 
-    async fn restore(&self, applied: Offset, data: Bytes) -> Result<(), StateMachineError> {
+    async fn restore(
+        &self,
+        applied: Offset,
+        data: &mut dyn SnapshotReader,
+    ) -> Result<(), StateMachineError> {
+        let data = read_to_end(data, u64::MAX)
+            .await
+            .map_err(|e| StateMachineError {
+                offset: applied,
+                reason: format!("reading the snapshot: {e}"),
+            })?;
         let store = snapshot::decode(applied, &data).map_err(|e| StateMachineError {
             offset: applied,
             reason: format!("bad snapshot: {}", e.0),

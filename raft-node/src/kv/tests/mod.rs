@@ -348,6 +348,23 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
+/// The whole snapshot `kv` writes, read through its stream.
+fn snapshot_bytes(kv: &Kv) -> Bytes {
+    block_on(async {
+        let mut reader = kv.snapshot().await.unwrap();
+        raft_core::io::read_to_end(&mut *reader, u64::MAX)
+            .await
+            .unwrap()
+    })
+}
+
+/// Restores `kv` from `data`, handed over in chunks of 7 bytes so that every field crosses
+/// chunk boundaries somewhere.
+fn restore_bytes(kv: &Kv, applied: Offset, data: Bytes) -> Result<(), StateMachineError> {
+    let mut reader = raft_core::io::BytesReader::with_chunk_size(data, 7);
+    block_on(kv.restore(applied, &mut reader))
+}
+
 #[test]
 fn expiry_follows_the_replicated_clock() {
     let kv = Kv::new();

@@ -45,16 +45,12 @@ fn every_type() -> Replica {
 #[test]
 fn snapshots_round_trip_every_type() {
     let mut r = every_type();
-    let snap = block_on(r.kv.snapshot()).unwrap();
+    let snap = snapshot_bytes(&r.kv);
     assert_eq!(snap[0], 2, "the current version");
     let mut copy = Replica::new();
-    block_on(copy.kv.restore(Offset(r.next), snap.clone())).unwrap();
+    restore_bytes(&copy.kv, Offset(r.next), snap.clone()).unwrap();
     copy.next = r.next;
-    assert_eq!(
-        block_on(copy.kv.snapshot()).unwrap(),
-        snap,
-        "the same bytes again"
-    );
+    assert_eq!(snapshot_bytes(&copy.kv), snap, "the same bytes again");
     for read in [
         "GET s",
         "HGETALL h",
@@ -90,7 +86,7 @@ fn snapshots_round_trip_every_type() {
 #[test]
 fn version_one_snapshots_still_load() {
     let mut r = Replica::new();
-    block_on(r.kv.restore(Offset(5), v1_snapshot())).unwrap();
+    restore_bytes(&r.kv, Offset(5), v1_snapshot()).unwrap();
     r.next = 5;
     r.script(&[
         ("GET a", "1"),
@@ -99,13 +95,13 @@ fn version_one_snapshots_still_load() {
         ("TYPE a", "+string"),
         ("HSET h f v", ":1"),
     ]);
-    let again = block_on(r.kv.snapshot()).unwrap();
+    let again = snapshot_bytes(&r.kv);
     assert_eq!(again[0], 2);
     let copy = Kv::new();
-    block_on(copy.restore(Offset(6), again)).unwrap();
+    restore_bytes(&copy, Offset(6), again).unwrap();
     assert_eq!(copy.get(b"a", 1_000), Some(b("1")));
     assert!(
-        block_on(Kv::new().restore(Offset(4), v1_snapshot())).is_err(),
+        restore_bytes(&Kv::new(), Offset(4), v1_snapshot()).is_err(),
         "a snapshot of another offset is refused"
     );
 }
@@ -115,19 +111,19 @@ fn version_one_snapshots_still_load() {
 #[test]
 fn damaged_snapshots_are_refused() {
     let r = every_type();
-    let snap = block_on(r.kv.snapshot()).unwrap();
+    let snap = snapshot_bytes(&r.kv);
     let at = Offset(r.next);
     for cut in 0..snap.len() {
         let kv = Kv::new();
         assert!(
-            block_on(kv.restore(at, snap.slice(..cut))).is_err(),
+            restore_bytes(&kv, at, snap.slice(..cut)).is_err(),
             "cut at {cut}"
         );
     }
     let mut longer = snap.to_vec();
     longer.push(0);
-    assert!(block_on(Kv::new().restore(at, Bytes::from(longer))).is_err());
+    assert!(restore_bytes(&Kv::new(), at, Bytes::from(longer)).is_err());
     let mut future = snap.to_vec();
     future[0] = 3;
-    assert!(block_on(Kv::new().restore(at, Bytes::from(future))).is_err());
+    assert!(restore_bytes(&Kv::new(), at, Bytes::from(future)).is_err());
 }

@@ -97,8 +97,8 @@ fn every_replica_decides_a_watch_alike() {
     for (i, cmd) in records.iter().enumerate() {
         let at = i as u64;
         if i == 4 {
-            let snap = block_on(leader.snapshot()).unwrap();
-            block_on(restored.restore(Offset(4), snap)).unwrap();
+            let snap = snapshot_bytes(&leader);
+            restore_bytes(&restored, Offset(4), snap).unwrap();
         }
         let x = apply(&leader, at, 10, cmd.clone());
         let y = apply(&follower, at, 10, cmd.clone());
@@ -123,7 +123,7 @@ fn every_replica_decides_a_watch_alike() {
 #[test]
 fn watches_before_the_first_exact_version_abort() {
     let kv = Kv::new();
-    block_on(kv.restore(Offset(5), super::snapshot::v1_snapshot())).unwrap();
+    restore_bytes(&kv, Offset(5), super::snapshot::v1_snapshot()).unwrap();
     let exec = |at: u64| Command::Multi {
         ops: vec![],
         watches: vec![(b("a"), at)],
