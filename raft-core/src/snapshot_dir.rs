@@ -515,4 +515,37 @@ mod tests {
         }
         fs::remove_dir_all(&dir).expect("clean up");
     }
+
+    /// Goal: a snapshot file damaged after the directory was opened is never handed out as
+    /// intact. Method: flip a byte of a saved snapshot's data in place; its reader ends with
+    /// an error where an intact one ends with `None`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reader_reports_damage_at_the_end() {
+        let dir = std::env::temp_dir().join(format!("raft-snapdir-rot-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let store = SnapshotDir::open(&dir).expect("open");
+        let id = OffsetAndEpoch::new(Offset(4), Epoch(1));
+        let data = Bytes::from(vec![5u8; 3 << 20]);
+        crate::io::save_bytes(&store, id, data.clone())
+            .await
+            .expect("save");
+        let loaded = crate::io::load_bytes(&store, id, u64::MAX).await;
+        assert_eq!(loaded.expect("intact").as_deref(), Some(&data[..]));
+        let path = dir.join(file_name(id));
+        let mut bytes = fs::read(&path).expect("read");
+        bytes[(2 << 20) + 7] ^= 0x40;
+        fs::write(&path, bytes).expect("write");
+        let mut reader = store.open(id).await.expect("open").expect("present");
+        let mut chunks = 0;
+        let end = loop {
+            match reader.next_chunk().await {
+                Ok(Some(_)) => chunks += 1,
+                other => break other,
+            }
+        };
+        assert_eq!(chunks, 3, "every chunk is handed out");
+        let err = end.expect_err("the damage is reported");
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+        fs::remove_dir_all(&dir).expect("clean up");
+    }
 }

@@ -13,6 +13,7 @@ mod driver;
 mod driver_membership;
 mod driver_outcomes;
 mod driver_sim;
+mod driver_snapshots;
 mod election;
 mod membership;
 mod observers;
