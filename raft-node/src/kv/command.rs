@@ -375,10 +375,7 @@ pub struct DecodeError(pub String);
 /// Decodes a payload written by [`encode`] (or by a build that wrote version 1):
 /// `(timestamp_ms, command)`.
 pub fn decode(payload: &Bytes) -> Result<(u64, Command), DecodeError> {
-    let mut r = Reader {
-        buf: payload,
-        pos: 0,
-    };
+    let mut r = Reader::new(payload);
     let version = r.u8()?;
     if version != CMD_VERSION && version != CMD_VERSION_V1 {
         return Err(DecodeError(format!(
@@ -584,14 +581,29 @@ fn unzigzag(v: u64) -> i64 {
 pub(super) struct Reader<'a> {
     pub(super) buf: &'a Bytes,
     pub(super) pos: usize,
+    /// Whether a read failed for want of bytes (the rest may be in a later chunk).
+    pub(super) short: bool,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    pub(super) fn new(buf: &'a Bytes) -> Reader<'a> {
+        Reader {
+            buf,
+            pos: 0,
+            short: false,
+        }
+    }
+
+    /// The error for a read past the end.
+    fn ran_out(&mut self, what: &str) -> DecodeError {
+        self.short = true;
+        DecodeError(what.into())
+    }
+
     pub(super) fn u8(&mut self) -> Result<u8, DecodeError> {
-        let b = *self
-            .buf
-            .get(self.pos)
-            .ok_or_else(|| DecodeError("truncated command".into()))?;
+        let Some(b) = self.buf.get(self.pos).copied() else {
+            return Err(self.ran_out("truncated command"));
+        };
         self.pos += 1;
         Ok(b)
     }
@@ -612,7 +624,7 @@ impl Reader<'_> {
     pub(super) fn count(&mut self) -> Result<usize, DecodeError> {
         let n = self.varint()?;
         if n > (self.buf.len() - self.pos) as u64 {
-            return Err(DecodeError("item count larger than the payload".into()));
+            return Err(self.ran_out("item count larger than the payload"));
         }
         Ok(n as usize)
     }
@@ -669,7 +681,7 @@ impl Reader<'_> {
         let len = self.varint()?;
         let left = (self.buf.len() - self.pos) as u64;
         if len > left {
-            return Err(DecodeError("byte string longer than the payload".into()));
+            return Err(self.ran_out("byte string longer than the payload"));
         }
         let start = self.pos;
         self.pos += len as usize;

@@ -36,13 +36,15 @@ pub(super) fn usage(key: &Bytes, entry: &Entry, samples: usize) -> u64 {
             (measured as u128 * len as u128 / take as u128) as usize
         }
     };
-    // A collection's own header lives in a box of its own.
+    // A collection's own header lives in an allocation of its own, behind the `Arc`'s two
+    // reference counts.
+    let counts = 2 * size_of::<usize>();
     n += match &entry.value {
         Value::Str(_) => 0,
-        Value::Hash(_) => size_of::<super::store::Hash>(),
-        Value::List(_) => size_of::<super::store::List>(),
-        Value::Set(_) => size_of::<super::store::Set>(),
-        Value::ZSet(_) => size_of::<super::zset::ZSet>(),
+        Value::Hash(_) => counts + size_of::<super::store::Hash>(),
+        Value::List(_) => counts + size_of::<super::store::List>(),
+        Value::Set(_) => counts + size_of::<super::store::Set>(),
+        Value::ZSet(_) => counts + size_of::<super::zset::ZSet>(),
     };
     n += match &entry.value {
         Value::Str(s) => s.len(),
@@ -72,6 +74,7 @@ pub(super) fn usage(key: &Bytes, entry: &Entry, samples: usize) -> u64 {
 mod tests {
     use super::*;
     use crate::kv::store::List;
+    use std::sync::Arc;
 
     fn entry(value: Value, expire_at_ms: Option<u64>) -> Entry {
         Entry {
@@ -105,7 +108,7 @@ mod tests {
         let key = Bytes::from_static(b"l");
         let list = |n: usize| {
             let l: List = (0..n).map(|_| Bytes::from(vec![0; 100])).collect();
-            entry(Value::List(Box::new(l)), None)
+            entry(Value::List(Arc::new(l)), None)
         };
         let one = usage(&key, &list(1), 0);
         let ten = usage(&key, &list(10), 0);
@@ -118,7 +121,7 @@ mod tests {
         );
         let mut mixed: List = (0..10).map(|_| Bytes::from(vec![0; 10])).collect();
         mixed.push_front(Bytes::from(vec![0; 1000]));
-        let mixed = entry(Value::List(Box::new(mixed)), None);
+        let mixed = entry(Value::List(Arc::new(mixed)), None);
         assert!(
             usage(&key, &mixed, 1) > usage(&key, &mixed, 0),
             "a sample extrapolates from the elements it saw"

@@ -42,6 +42,7 @@
 
 mod command;
 mod hash;
+mod key_table;
 mod keyspace;
 mod list;
 mod memory;
@@ -59,7 +60,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use raft_core::io::{read_to_end, BytesReader, SnapshotReader, StateMachine, StateMachineError};
+use raft_core::io::{SnapshotReader, StateMachine, StateMachineError};
 use raft_core::{Offset, Record, RecordKind};
 
 pub use self::command::{decode, encode, Command, ExpireCond, Float, SetCond};
@@ -223,7 +224,9 @@ impl StateMachine for Kv {
     }
 
     async fn snapshot(&self) -> Result<Box<dyn SnapshotReader>, StateMachineError> {
-        Ok(Box::new(BytesReader::new(snapshot::encode(&self.lock()))))
+        // Under the lock only for the capture; encoded on a thread of its own.
+        let capture = snapshot::capture(&self.lock());
+        Ok(Box::new(snapshot::EncodingReader::spawn(capture)))
     }
 
     async fn restore(
@@ -231,16 +234,14 @@ impl StateMachine for Kv {
         applied: Offset,
         data: &mut dyn SnapshotReader,
     ) -> Result<(), StateMachineError> {
-        let data = read_to_end(data, u64::MAX)
-            .await
-            .map_err(|e| StateMachineError {
-                offset: applied,
-                reason: format!("reading the snapshot: {e}"),
-            })?;
-        let store = snapshot::decode(applied, &data).map_err(|e| StateMachineError {
-            offset: applied,
-            reason: format!("bad snapshot: {}", e.0),
-        })?;
+        // Decoded beside the live map, which is replaced only once the whole stream decoded.
+        let store =
+            snapshot::decode_stream(applied, data)
+                .await
+                .map_err(|e| StateMachineError {
+                    offset: applied,
+                    reason: format!("bad snapshot: {}", e.0),
+                })?;
         *self.lock() = store;
         Ok(())
     }

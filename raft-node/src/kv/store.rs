@@ -2,13 +2,15 @@
 //! every write follows (replace, remove, expire, the version a `WATCH` compares), and the
 //! dispatch of a command to its family (`strings`, `hash`, `list`, `set`, `zset`).
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use indexmap::{IndexMap, IndexSet};
 use raft_core::Offset;
 
 use super::command::Command;
+use super::key_table::KeyTable;
 use super::keyspace::scan_hash;
 use super::transaction::{TxOp, TxRead};
 use super::zset::ZSet;
@@ -24,15 +26,17 @@ pub(super) type Set = IndexSet<Bytes>;
 /// A key's value. Collections are never empty: the write that empties one removes the key,
 /// as in Redis.
 ///
-/// Collections are boxed: most keys hold strings, and every slot of the key table is as wide
-/// as the widest variant (a `Bytes`, 32 bytes, instead of a collection's 72).
+/// Collections live behind an `Arc`: most keys hold strings, and every slot of the key table
+/// is as wide as the widest variant (a `Bytes`, 32 bytes, instead of a collection's 72); and a
+/// snapshot's capture shares them with the live table, which copies a collection only when it
+/// writes to one the capture still holds (see `key_table`).
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum Value {
     Str(Bytes),
-    Hash(Box<Hash>),
-    List(Box<List>),
-    Set(Box<Set>),
-    ZSet(Box<ZSet>),
+    Hash(Arc<Hash>),
+    List(Arc<List>),
+    Set(Arc<Set>),
+    ZSet(Arc<ZSet>),
 }
 
 impl Value {
@@ -69,7 +73,7 @@ pub(super) fn wrong_type() -> Reply {
 /// The map and everything the replicas must agree on besides it.
 #[derive(Debug)]
 pub(super) struct Store {
-    pub(super) map: HashMap<Bytes, Entry>,
+    pub(super) map: KeyTable,
     /// `(expiry, key)` of every key with an expiry.
     pub(super) expiries: BTreeSet<(u64, Bytes)>,
     /// The largest timestamp applied: the replicated clock expiry is judged by.
@@ -90,7 +94,7 @@ pub(super) struct Store {
 impl Default for Store {
     fn default() -> Store {
         Store {
-            map: HashMap::new(),
+            map: KeyTable::default(),
             expiries: BTreeSet::new(),
             clock_ms: 0,
             applied: Offset(0),
@@ -120,12 +124,13 @@ macro_rules! collection {
             }
             fn of_mut(v: &mut Value) -> Option<&mut Self> {
                 match v {
-                    Value::$variant(c) => Some(c),
+                    // Copied here only if a snapshot's capture still holds it.
+                    Value::$variant(c) => Some(Arc::make_mut(c)),
                     _ => None,
                 }
             }
             fn wrap(self) -> Value {
-                Value::$variant(Box::new(self))
+                Value::$variant(Arc::new(self))
             }
             fn is_empty(&self) -> bool {
                 self.len() == 0
