@@ -10,6 +10,9 @@
 //!   leader; writes per second and latency percentiles.
 //! * `snapshot`: a leader holding a state machine of S bytes; an observer joins with an empty
 //!   log after the prefix was purged and catches up through a snapshot download; MB/s and time.
+//!   Then, per disk engine over QUIC, a state of 4 GiB taken as a snapshot while writes go on
+//!   (write latency before and during) and installed on a joining observer (MiB/s, the growth
+//!   of the resident set): see `snapshot_disk`.
 //! * `reads`: the core suite's setup with preloaded keys and C concurrent readers per read mode
 //!   (linearizable on the leader or on every replica, lease, sequential): reads per second,
 //!   latency percentiles, messages, ReadIndex requests and barrier rounds per read, and the CPU
@@ -51,6 +54,7 @@ mod openraft;
 mod proc_cluster;
 mod reads_suite;
 mod resp_load;
+mod snapshot_disk;
 mod snapshot_suite;
 mod storage_suite;
 mod storage_sweep;

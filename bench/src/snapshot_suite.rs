@@ -74,7 +74,8 @@ pub fn run(size: Size) -> Vec<Figure> {
     let state_bytes = size.pick(1 << 30, 4 << 20);
     let chunk = 1 << 20;
     let (took, got) = rt.block_on(transfer(state_bytes, chunk));
-    vec![Figure {
+    drop(rt);
+    let mut figures = vec![Figure {
         suite: "snapshot",
         name: "catch-up through a snapshot".into(),
         params: json!({
@@ -86,5 +87,7 @@ pub fn run(size: Size) -> Vec<Figure> {
             "mib_per_s": ((got as f64 / (1 << 20) as f64) / took.as_secs_f64()).round(),
             "bytes_installed": got,
         }),
-    }]
+    }];
+    figures.extend(crate::snapshot_disk::run(size));
+    figures
 }
