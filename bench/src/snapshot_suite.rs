@@ -29,13 +29,19 @@ async fn transfer(state_bytes: usize, chunk: u32) -> (Duration, u64) {
         *m.sm.state.lock().unwrap() = Bytes::from(vec![0x5a; state_bytes]);
         members.push(m);
     }
-    let l = leader(&members).await;
-    for _ in 0..40 {
-        members[l]
-            .node
-            .propose(Bytes::from_static(b"x"))
-            .await
-            .expect("write");
+    // Copying a large snapshot into the in-memory store can hold a worker up long enough for
+    // an election: a refused proposal goes to the new leader (bounded).
+    let mut l = leader(&members).await;
+    let (mut done, mut refused) = (0, 0);
+    while done < 40 {
+        match members[l].node.propose(Bytes::from_static(b"x")).await {
+            Ok(_) => done += 1,
+            Err(e) => {
+                refused += 1;
+                assert!(refused < 100, "proposals keep failing: {e:?}");
+                l = leader(&members).await;
+            }
+        }
     }
     let target = members[l]
         .node
