@@ -45,6 +45,15 @@ pub struct Faults {
     /// log then stays as long as the leader's, so that only the leader's liveness (D3) stops a
     /// replica cut from the leader from being elected.
     pub quiet_every: Duration,
+    /// Clocks run at the extremes of the drift bound (one replica at `-drift_ppm`, the others
+    /// at `+drift_ppm`), where a timing rule that leans on the bound is tightest.
+    pub clock_extremes: bool,
+    /// The clients' keys are drawn from `1..=keys`: few keys make every stale read visible to
+    /// the linearizability checker, many keep histories short.
+    pub keys: u64,
+    /// Partitions cut the leader off from every other replica (when there is one) instead of
+    /// drawing a random shape: the faults around which elections, leases and read rounds race.
+    pub isolate_leader: bool,
 }
 
 impl Faults {
@@ -67,6 +76,9 @@ impl Faults {
             corrupt_chunk: 0.0,
             transfer_every: Duration::ZERO,
             quiet_every: Duration::ZERO,
+            clock_extremes: false,
+            keys: 8,
+            isolate_leader: false,
         }
     }
 
@@ -75,7 +87,7 @@ impl Faults {
         let mut rng = SimRng::new(seed.wrapping_mul(0xA24B_AED4_963E_E407));
         let ms = Duration::from_millis;
         let us = Duration::from_micros;
-        Faults {
+        let mut faults = Faults {
             drop: rng.pick(&[0.0, 0.0, 0.01, 0.05, 0.15]),
             duplicate: rng.pick(&[0.0, 0.01, 0.05]),
             delay_min: us(rng.pick(&[100, 500, 1000])),
@@ -86,7 +98,7 @@ impl Faults {
             torn_tail: rng.pick(&[0.0, 0.5, 1.0]),
             sync_min: us(rng.pick(&[50, 200])),
             sync_max: us(rng.pick(&[300, 2000, 10_000])),
-            drift_ppm: rng.pick(&[0, 1_000, 20_000]) as u32,
+            drift_ppm: rng.pick(&[0, 1_000, 20_000, 100_000, 200_000]) as u32,
             // Drawn last, so that the draws above are the same as before snapshots existed.
             snapshot_every: rng.pick(&[0, 10, 40, 150]),
             snapshot_retention: rng.pick(&[0, 3, 30]),
@@ -95,6 +107,15 @@ impl Faults {
             transfer_every: ms(rng.pick(&[0, 0, 400, 1500])),
             // Drawn last for the same reason.
             quiet_every: ms(rng.pick(&[0, 1500])),
+            // Drawn last for the same reason.
+            clock_extremes: rng.chance(0.5),
+            keys: rng.pick(&[8, 8, 2]),
+            isolate_leader: rng.chance(0.5),
+        };
+        if faults.isolate_leader {
+            // Each isolation lasts long enough for the others to elect a leader of their own.
+            faults.partition_every = ms(700);
         }
+        faults
     }
 }

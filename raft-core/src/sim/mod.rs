@@ -163,6 +163,18 @@ pub fn run(options: RunOptions) -> RunReport {
     }
 }
 
+/// The smallest lease margin that is safe for clocks whose rates differ from true time by at
+/// most `drift_ppm` either way, plus a millisecond: the lease (`fetch_timeout - margin` on the
+/// slowest clock) must end before a voter on the fastest clock stops refusing votes
+/// (`fetch_timeout` on its clock), i.e. `margin >= 2 * d * fetch_timeout / (1 + d)`. A sweep runs
+/// at this bound, where a margin rule that is slightly wrong shows, and a planted lease without
+/// a margin is wrong by the whole gap.
+pub fn tight_drift_margin(fetch_timeout: Duration, drift_ppm: u32) -> Duration {
+    let d = f64::from(drift_ppm) * 1e-6;
+    let needed = 2.0 * d * fetch_timeout.as_secs_f64() / (1.0 + d);
+    Duration::from_secs_f64(needed).max(Duration::ZERO) + Duration::from_millis(1)
+}
+
 fn run_inner(options: RunOptions) -> RunReport {
     let mut faults = Faults::draw(options.seed);
     if let Some(ppm) = options.drift_ppm {
@@ -182,7 +194,7 @@ fn run_inner(options: RunOptions) -> RunReport {
         lease_reads: lease,
         lease_drift_margin: options
             .lease_drift_margin
-            .unwrap_or(defaults.lease_drift_margin),
+            .unwrap_or_else(|| tight_drift_margin(defaults.fetch_timeout, faults.drift_ppm)),
         unsafe_reads: options.unsafe_reads,
         count_arrivals: options.count_arrivals,
         membership: options.membership,

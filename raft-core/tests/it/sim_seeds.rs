@@ -99,7 +99,8 @@ fn checker_catches_follower_reads_served_without_a_round() {
 #[test]
 fn lease_reads_with_drift_inside_the_margin_stay_linearizable() {
     // Goal: lease reads are linearizable when clock drift stays within the configured margin.
-    // Method: force lease reads on with the default margin on seeds that draw up to 2% drift.
+    // Method: force lease reads on; each seed's margin is the tightest its drawn drift (up to
+    // 20%) allows (`raft_core::sim::tight_drift_margin`).
     let bad = count_s13(1..=10, |o| o.lease_reads = Some(true));
     assert_eq!(
         bad, 0,

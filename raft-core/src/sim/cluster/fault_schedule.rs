@@ -71,6 +71,9 @@ impl Cluster {
             // log as long as everyone's.
             let length = Duration::from_millis(self.quiet_rng.range(200, 900));
             self.quiet_until = self.now + length;
+            let t = self.now.as_millis();
+            self.trace
+                .push(format!("{t}ms clients quiet for {}ms", length.as_millis()));
             self.next_quiet = self.quiet_until + self.quiet_interval();
         }
         if self.now >= self.next_membership {
@@ -92,7 +95,12 @@ impl Cluster {
         if self.now >= self.next_partition {
             self.next_partition = self.now + self.fault_interval(self.opts.faults.partition_every);
             self.heal();
-            match self.rng.below(5) {
+            let shape = if self.opts.faults.isolate_leader {
+                5
+            } else {
+                self.rng.below(5)
+            };
+            match shape {
                 0 => {}
                 1 => {
                     let r = self.rng.range(1, n as u64) as u32;
@@ -115,13 +123,31 @@ impl Cluster {
                         self.block(a, b);
                     }
                 }
-                _ => {
+                4 => {
                     // A voter that reaches the others but not the leader.
                     if let Some(l) = self.leader() {
                         let f = self.rng.range(1, self.opts.voters as u64) as u32;
                         if f != l {
                             self.cut(l, f);
                         }
+                    }
+                }
+                _ => {
+                    // The leader reaches nobody, but its clients still reach it. An adversary
+                    // picks its moment: only a leader whose clock runs slowest is cut off, so
+                    // that its timers (check-quorum, the lease) run out last.
+                    let slowest = self.hosts.iter().map(|h| h.rate).fold(f64::MAX, f64::min);
+                    let leader = self
+                        .leader()
+                        .filter(|l| self.hosts[self.index(ReplicaId(*l))].rate <= slowest);
+                    if let Some(l) = leader {
+                        self.isolate(l);
+                        let t = self.now.as_millis();
+                        self.trace.push(format!("{t}ms r{l} (leader) isolated"));
+                    } else {
+                        // Not its moment: look again soon, so that every term of a slow leader
+                        // is cut short.
+                        self.next_partition = self.now + Duration::from_millis(50);
                     }
                 }
             }

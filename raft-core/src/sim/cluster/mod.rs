@@ -287,7 +287,20 @@ impl Cluster {
                 .validate()
                 .expect("the simulator's configuration is valid");
             let drift = opts.faults.drift_ppm as f64 * 1e-6;
-            let drawn = 1.0 + drift * ((rng.below(2001) as f64 - 1000.0) / 1000.0);
+            let spread = (rng.below(2001) as f64 - 1000.0) / 1000.0;
+            let spread = if opts.faults.clock_extremes {
+                // One replica (which one follows from the seed) runs slowest, every other one
+                // fastest: whenever that one leads, all its followers' timers run out first.
+                let slow = opts.seed % u64::from(opts.voters + opts.observers);
+                if hosts.len() as u64 == slow {
+                    -1.0
+                } else {
+                    1.0
+                }
+            } else {
+                spread
+            };
+            let drawn = 1.0 + drift * spread;
             let given = opts.clock_rates.as_ref().and_then(|r| r.get(hosts.len()));
             let rate = given.copied().unwrap_or(drawn);
             hosts.push(Host {

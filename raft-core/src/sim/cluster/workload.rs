@@ -35,7 +35,7 @@ impl Cluster {
     /// One random client operation: a write or compare-and-set through the leader, or a read
     /// in a random mode on a random replica.
     pub(super) fn client_op(&mut self) {
-        let key = self.rng.range(1, 8);
+        let key = self.rng.range(1, self.opts.faults.keys.max(1));
         let roll = self.rng.below(100);
         if roll < 45 {
             if self.now < self.quiet_until {
