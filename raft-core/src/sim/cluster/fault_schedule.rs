@@ -76,7 +76,16 @@ impl Cluster {
                 .push(format!("{t}ms clients quiet for {}ms", length.as_millis()));
             self.next_quiet = self.quiet_until + self.quiet_interval();
         }
-        if self.now >= self.next_membership {
+        let leader = self.leader().map(|l| (l, self.replica(l).epoch()));
+        let new_leader =
+            self.opts.membership && leader.is_some() && leader != self.membership_leader;
+        if new_leader {
+            self.membership_leader = leader;
+        }
+        if self.opts.membership {
+            self.retry_rejoin();
+        }
+        if self.now >= self.next_membership || (new_leader && self.membership_rng.chance(0.5)) {
             self.next_membership = self.now + self.membership_interval();
             self.inject_membership_fault();
         }

@@ -236,6 +236,13 @@ pub struct Cluster {
     /// Draws of the membership injector, apart like the transfer injector's.
     membership_rng: SimRng,
     next_membership: Duration,
+    /// The leader (and its epoch) the membership injector last saw: a new one is asked for a
+    /// change at once on some seeds, where a change before the epoch's first commit would be
+    /// unsafe.
+    membership_leader: Option<(u32, crate::Epoch)>,
+    /// An observer whose disk was lost, which the operator adds back as a voter once it runs
+    /// again: `(id, give up at, next try)`.
+    rejoining: Option<(u32, Duration, Duration)>,
     /// Quiet periods ([`Faults::quiet_every`]): client writes pause, reads go on. Drawn apart
     /// like the transfer injector.
     quiet_rng: SimRng,
@@ -368,6 +375,8 @@ impl Cluster {
             transfer_rng,
             membership_rng,
             next_membership: Duration::ZERO,
+            membership_leader: None,
+            rejoining: None,
             quiet_rng,
             next_quiet: Duration::ZERO,
             quiet_until: Duration::ZERO,
