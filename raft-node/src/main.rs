@@ -11,6 +11,7 @@ compile_error!(
 #[cfg(not(feature = "transport-quic"))]
 compile_error!("raft-node needs a transport: enable feature `transport-quic`");
 
+mod allocator;
 mod certs;
 mod clients;
 mod cmdstats;
@@ -274,6 +275,7 @@ fn certs_cmd(out: PathBuf, replicas: Vec<u32>) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    allocator::limit_arenas();
     let result = match cli.cmd {
         Cmd::Certs { out, replicas } => certs_cmd(out, replicas),
         cmd => tokio::runtime::Builder::new_multi_thread()

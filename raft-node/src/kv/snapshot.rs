@@ -133,6 +133,10 @@ impl EncodingReader {
             }) {
                 let _ = tx.blocking_send(Piece::End);
             }
+            // The capture held the shards that writes copied meanwhile; freeing them is the
+            // largest release a node makes, so hand that memory back.
+            drop(c);
+            crate::allocator::release_free_memory();
         });
         EncodingReader { rx, ended: false }
     }
