@@ -51,8 +51,9 @@ pub struct Faults {
     /// The clients' keys are drawn from `1..=keys`: few keys make every stale read visible to
     /// the linearizability checker, many keep histories short.
     pub keys: u64,
-    /// Partitions cut the leader off from every other replica (when there is one) instead of
-    /// drawing a random shape: the faults around which elections, leases and read rounds race.
+    /// Partitions (every ~700 ms) cut the leader off from every other replica instead of
+    /// drawing a random shape, when the leader's clock is the slowest (otherwise they look
+    /// again 50 ms later): the faults around which elections, leases and read rounds race.
     pub isolate_leader: bool,
 }
 

@@ -172,7 +172,7 @@ pub fn run(options: RunOptions) -> RunReport {
 pub fn tight_drift_margin(fetch_timeout: Duration, drift_ppm: u32) -> Duration {
     let d = f64::from(drift_ppm) * 1e-6;
     let needed = 2.0 * d * fetch_timeout.as_secs_f64() / (1.0 + d);
-    Duration::from_secs_f64(needed).max(Duration::ZERO) + Duration::from_millis(1)
+    Duration::from_secs_f64(needed) + Duration::from_millis(1)
 }
 
 fn run_inner(options: RunOptions) -> RunReport {

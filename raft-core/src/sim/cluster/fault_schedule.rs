@@ -76,13 +76,11 @@ impl Cluster {
                 .push(format!("{t}ms clients quiet for {}ms", length.as_millis()));
             self.next_quiet = self.quiet_until + self.quiet_interval();
         }
-        let leader = self.leader().map(|l| (l, self.replica(l).epoch()));
-        let new_leader =
-            self.opts.membership && leader.is_some() && leader != self.membership_leader;
-        if new_leader {
-            self.membership_leader = leader;
-        }
+        let mut new_leader = false;
         if self.opts.membership {
+            let leader = self.leader().map(|l| (l, self.replica(l).epoch()));
+            new_leader = leader.is_some() && leader != self.membership_leader;
+            self.membership_leader = leader.or(self.membership_leader);
             self.retry_rejoin();
         }
         if self.now >= self.next_membership || (new_leader && self.membership_rng.chance(0.5)) {

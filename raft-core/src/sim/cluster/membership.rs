@@ -117,18 +117,24 @@ impl Cluster {
         if !running || set.contains_id(ReplicaId(id)) {
             return;
         }
-        let directory = self.directory(id);
-        let added = self.change_voters(
-            leader,
-            VoterChange::Add {
-                id: ReplicaId(id),
-                directory,
-                endpoint: format!("host-{id}:9000"),
-            },
-        );
-        if added.is_ok() {
+        if self.add_voter(leader, id).is_ok() {
             self.rejoining = None;
         }
+    }
+
+    /// Asks `leader` to add replica `id` with its current directory.
+    fn add_voter(&mut self, leader: u32, id: u32) -> Result<OffsetAndEpoch, MembershipError> {
+        let directory = self.directory(id);
+        let endpoint = format!("host-{id}:9000");
+        let id = ReplicaId(id);
+        self.change_voters(
+            leader,
+            VoterChange::Add {
+                id,
+                directory,
+                endpoint,
+            },
+        )
     }
 
     /// Sometimes cuts the leader off right after it accepted a change, before any voter
@@ -176,15 +182,7 @@ impl Cluster {
                     return;
                 }
                 let id = candidates[self.membership_rng.below(candidates.len() as u64) as usize];
-                let directory = self.directory(id);
-                let added = self.change_voters(
-                    leader,
-                    VoterChange::Add {
-                        id: ReplicaId(id),
-                        directory,
-                        endpoint: format!("host-{id}:9000"),
-                    },
-                );
+                let added = self.add_voter(leader, id);
                 self.maybe_strand_change(leader, added.is_ok());
             }
             10..=16 => {
