@@ -17,13 +17,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::durable_writes::{dev_cluster, disk_latency, redis_benchmark_levels};
 use crate::mixed_workload::{self, MIX_PERCENT, PLAYERS};
 use crate::proc_cluster::{free_ports, node_binary, ProcCluster, Timers, READY_DEADLINE};
 use crate::resp_load::{self, Conn, Load, Op};
 use crate::{Figure, Size};
 
 /// Keys every run draws from (preloaded before the reads).
-const KEYSPACE: u64 = 10_000;
+pub const KEYSPACE: u64 = 10_000;
 
 /// A figure that records why a suite could not measure (and makes `--check` fail).
 pub fn error_figure(suite: &'static str, what: &str, error: String) -> Figure {
@@ -84,6 +85,9 @@ const MATRIX: [Workload; 5] = [
     },
 ];
 
+/// The figure name of `redis-benchmark`'s SET load on the leader of three processes.
+pub const SET_REDIS_BENCHMARK: &str = "writes to leader (redis-benchmark)";
+
 /// The mixed workload's figure name.
 pub const MIXED: &str = "mixed: sessions and leaderboard, all";
 
@@ -95,7 +99,8 @@ fn levels(size: Size) -> &'static [(usize, usize)] {
     size.pick(&[(1, 1), (50, 50), (100, 1000)], &[(1, 1), (4, 16)])
 }
 
-fn warmup(size: Size) -> Duration {
+/// Load before each measurement window.
+pub fn warmup(size: Size) -> Duration {
     size.pick(Duration::from_millis(500), Duration::from_millis(100))
 }
 
@@ -108,7 +113,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 
 /// The 1-minute load average (`/proc/loadavg`), recorded next to each figure: the machine is
 /// shared, and a busy one lowers every figure.
-fn load_average() -> Option<f64> {
+pub fn load_average() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg")
         .ok()?
         .split_whitespace()
@@ -118,7 +123,7 @@ fn load_average() -> Option<f64> {
 }
 
 /// The values of a measured load.
-fn load_values(o: &resp_load::Outcome) -> Value {
+pub fn load_values(o: &resp_load::Outcome) -> Value {
     let mut v = json!({
         "ops_per_s": o.rate().round(),
         "ok": o.ok,
@@ -149,6 +154,15 @@ pub fn run(size: Size) -> Vec<Figure> {
             out.push(error_figure("cluster", storage, e));
         }
     }
+    let tool = on_path("redis-benchmark");
+    rt.block_on(dev_cluster(
+        &bin,
+        tool.as_deref(),
+        levels(size),
+        size,
+        &mut out,
+    ));
+    out.push(disk_latency(size.pick(2_000, 200)));
     if size.quick {
         eprintln!("bench: cluster: the redis-server baseline is skipped in quick mode");
     } else {
@@ -221,6 +235,24 @@ async fn backend(
             }),
             values: load_values(&got),
         });
+    }
+    if let Some(tool) = on_path("redis-benchmark") {
+        let leader = cluster.port(cluster.wait_leader().await?);
+        for &(clients, requests) in redis_benchmark_levels(size) {
+            eprintln!("bench: cluster {storage}: redis-benchmark -c {clients} against the leader");
+            let values = redis_benchmark(&tool, leader, clients, requests)?;
+            out.push(Figure {
+                suite: "cluster",
+                name: SET_REDIS_BENCHMARK.into(),
+                params: json!({
+                    "storage": storage, "voters": 3, "transport": "quic, mutual TLS, loopback",
+                    "fsync": true, "connections": clients, "clients": clients, "key_bytes": 16,
+                    "value_bytes": 256, "generator": "redis-benchmark",
+                    "load_average_1m": load_average(),
+                }),
+                values,
+            });
+        }
     }
     mixed(&cluster, storage, size, out).await
 }
@@ -318,7 +350,7 @@ fn mixed_values(o: &resp_load::Outcome) -> Value {
 }
 
 /// Whether `name` is an executable on `PATH`.
-fn on_path(name: &str) -> Option<PathBuf> {
+pub fn on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join(name))
         .find(|p| p.is_file())
@@ -431,7 +463,7 @@ async fn redis_baseline(size: Size, out: &mut Vec<Figure>) {
     let Some(tool) = on_path("redis-benchmark") else {
         return;
     };
-    for (clients, requests) in [(1, 3_000), (50, 60_000), (1000, 100_000)] {
+    for &(clients, requests) in redis_benchmark_levels(size) {
         eprintln!("bench: cluster redis-benchmark -c {clients}");
         match redis_benchmark(&tool, redis.port, clients, requests) {
             Ok(values) => out.push(Figure {
@@ -447,7 +479,12 @@ async fn redis_baseline(size: Size, out: &mut Vec<Figure>) {
 
 /// Runs `redis-benchmark -t set` and reads its CSV line
 /// (`"SET","rps","avg","min","p50","p95","p99","max"`, latencies in ms).
-fn redis_benchmark(tool: &Path, port: u16, clients: usize, requests: u32) -> Result<Value, String> {
+pub fn redis_benchmark(
+    tool: &Path,
+    port: u16,
+    clients: usize,
+    requests: u32,
+) -> Result<Value, String> {
     let output = Command::new(tool)
         .args([
             "-h",

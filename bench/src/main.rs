@@ -22,13 +22,19 @@
 //! * `cluster`: three real `raft-node` processes (QUIC on loopback, fsync on, each storage
 //!   backend) under the etcd benchmark matrix through the Redis protocol, and a mixed workload
 //!   of session hashes and a sorted-set leaderboard (per request kind too), next to a
-//!   `redis-server` baseline with `appendfsync always` when one is installed.
+//!   `redis-server` baseline with `appendfsync always` when one is installed; `redis-benchmark`
+//!   against the leader, `raft-node dev` under the same SET loads, and the disk's own append +
+//!   fdatasync latency ([`durable_writes`]).
 //! * `failover`: kill -9 of the leader to the first successful write (real processes), and the
 //!   leader changes a rejoining partitioned follower causes with pre-vote on and off.
 //! * `membership`: adding a new machine as a voter, and replacing a voter whose disk was lost,
 //!   on real processes, step by step, with the longest write stall each causes.
 //! * `memory`: the resident memory of each of three real `raft-node` processes, idle, at its
 //!   peak while keys are loaded (snapshots included) and in steady state, against the live data.
+//!
+//! After the suites, the performance targets are read off their figures ([`targets`]): each
+//! target's figure, what it is compared with, the ratio and whether it meets the goal, printed
+//! as a table, kept in the JSON file (suite `targets`) and drawn in `*-targets.svg`.
 //!
 //! `raft-bench sweep redb|fjall name=v1,v2 ...` is apart from the suites: the storage option
 //! sweeps behind each backend's defaults (see `storage_sweep`).
@@ -46,6 +52,7 @@
 mod charts;
 mod cluster_suite;
 mod core_suite;
+mod durable_writes;
 mod failover_suite;
 mod membership_suite;
 mod memory_suite;
@@ -58,6 +65,7 @@ mod snapshot_disk;
 mod snapshot_suite;
 mod storage_suite;
 mod storage_sweep;
+mod targets;
 mod transport_suite;
 
 use std::time::Duration;
@@ -215,6 +223,15 @@ fn main() {
             .for_each(|p| eprintln!("bench: wrote {}", p.display())),
         Err(e) => eprintln!("raft-bench: {e}"),
     }
+    // The targets come last, from every suite's figures of this run.
+    let rows = targets::rows(&figures);
+    print!("{}", targets::table(&rows));
+    match targets::chart(&rows, &dir, &prefix) {
+        Ok(Some(p)) => eprintln!("bench: wrote {}", p.display()),
+        Ok(None) => {}
+        Err(e) => eprintln!("raft-bench: {e}"),
+    }
+    figures.extend(targets::figures(&rows));
     if check {
         if let Err(e) = charts::check(&dir, &prefix, &suites) {
             eprintln!("raft-bench: {e}");

@@ -80,7 +80,8 @@ pub struct NodeStatus {
 }
 
 impl NodeStatus {
-    fn parse(text: &str) -> Option<NodeStatus> {
+    /// Reads the fields of a `RAFT STATUS` reply.
+    pub fn parse(text: &str) -> Option<NodeStatus> {
         let field = |name: &str| {
             text.lines()
                 .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
