@@ -50,10 +50,21 @@ pub struct QuicConfig {
     pub frame_bytes_max: usize,
     /// The most RPCs a peer may have in flight on one connection (bidirectional streams).
     pub streams_max: u32,
-    /// The largest UDP payload path MTU discovery probes for. Probing above the path's MTU is
-    /// harmless (the probe is lost and discovery settles lower); inside a data centre with
-    /// jumbo frames, or on loopback, larger packets cut the per-packet cost of bulk transfers.
+    /// The largest UDP payload path MTU discovery probes for, and the largest this endpoint
+    /// accepts (it advertises it to peers). Probing above the path's MTU is harmless (the probe
+    /// is lost and discovery settles lower). The default is quinn's, for 1500-byte Ethernet.
+    /// Raising it pays off for transfers of a few KiB on links with larger MTUs (jumbo frames,
+    /// loopback): a 4 KiB fetch then fits one packet. It costs memory: quinn sizes its receive
+    /// buffer at this value times 2,048 (64 coalesced segments times 32 datagrams per call),
+    /// 18 MiB at 8952 bytes against 3 MiB by default. See `docs/performance-notes.md` for the
+    /// measured sweep.
     pub mtu_upper_bound: u16,
+    /// The UDP socket's receive and send buffer sizes (`SO_RCVBUF`, `SO_SNDBUF`); the kernel
+    /// caps them at `net.core.rmem_max` / `wmem_max`. A burst of large packets that overflows
+    /// the receive buffer is dropped there and then resent, and QUIC's congestion control
+    /// takes the loss as congestion: Linux's default of about 208 KiB holds only about 23 packets
+    /// of 8952 bytes.
+    pub socket_buffer_bytes: usize,
     /// Certificates and key.
     pub tls: TlsMaterial,
 }
@@ -79,7 +90,8 @@ impl QuicConfig {
             reconnect_backoff_max: Duration::from_secs(2),
             frame_bytes_max: FrameLimits::FRAME_BYTES_MAX_DEFAULT,
             streams_max: 1024,
-            mtu_upper_bound: 8952,
+            mtu_upper_bound: 1452,
+            socket_buffer_bytes: 4 << 20,
             tls,
         }
     }

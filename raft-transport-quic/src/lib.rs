@@ -149,6 +149,7 @@ impl QuicTransport {
                 "frame_bytes_max must be in 64..=u32::MAX".into(),
             ));
         }
+        size_buffers(&socket, config.socket_buffer_bytes);
         let metrics = Arc::new(Metrics::default());
         let identity = tls::Identity::parse(&config.tls)?;
         let peers = Arc::new(Peers::new(config.peers.clone()));
@@ -182,6 +183,12 @@ impl QuicTransport {
         let reset_secret = ring::hmac::sign(&seed, b"raft-transport-quic stateless reset");
         let reset_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, reset_secret.as_ref());
         let mut endpoint_config = quinn::EndpointConfig::new(Arc::new(reset_key));
+        // The largest UDP payload this endpoint accepts, which it advertises: a peer's path MTU
+        // discovery never probes above it, so without this an `mtu_upper_bound` above quinn's
+        // default of 1472 bytes would not take effect.
+        endpoint_config
+            .max_udp_payload_size(config.mtu_upper_bound.max(1472))
+            .map_err(|e| SetupError::Config(format!("mtu_upper_bound: {e}")))?;
         // The connection ids embed a keyed hash that the endpoint checks before answering a
         // packet for a connection it does not know with a stateless reset. With a random key
         // (quinn's default) a restarted node would drop its previous life's ids as invalid and
@@ -234,6 +241,15 @@ impl QuicTransport {
         self.inner.peers.get(id).map(|p| p.addr)
     }
 
+    /// The path MTU (largest UDP payload) of the live connection to replica `id`, as path MTU
+    /// discovery found it so far; `None` without a connection.
+    pub async fn path_mtu(&self, id: ReplicaId) -> Option<u16> {
+        let peer = self.inner.peers.get(id)?;
+        let slot = peer.slot.lock().await;
+        let conn = slot.conn.as_ref().filter(|c| c.close_reason().is_none())?;
+        Some(conn.stats().path.current_mtu)
+    }
+
     /// A copy of the counters.
     pub fn metrics(&self) -> MetricsSnapshot {
         self.inner.metrics.snapshot()
@@ -249,6 +265,20 @@ impl QuicTransport {
         timeout: Duration,
     ) -> Result<Bytes, TransportError> {
         self.inner.call_frame(to, frame, timeout).await
+    }
+}
+
+/// Asks for socket buffers of `bytes` each way. The kernel may grant less (its maximum) and a
+/// platform may refuse: the transport still works then, only bursts may be dropped sooner.
+fn size_buffers(socket: &UdpSocket, bytes: usize) {
+    let socket = socket2::SockRef::from(socket);
+    for (what, result) in [
+        ("receive", socket.set_recv_buffer_size(bytes)),
+        ("send", socket.set_send_buffer_size(bytes)),
+    ] {
+        if let Err(e) = result {
+            tracing::warn!(bytes, error = %e, "could not size the UDP socket's {what} buffer");
+        }
     }
 }
 
@@ -722,5 +752,32 @@ impl Transport for QuicTransport {
                 ),
             }
         }
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// The kernel's cap on a socket buffer size an unprivileged process may ask for.
+    fn sysctl(name: &str) -> usize {
+        std::fs::read_to_string(format!("/proc/sys/net/core/{name}"))
+            .expect("sysctl")
+            .trim()
+            .parse()
+            .expect("a number")
+    }
+
+    #[test]
+    fn socket_buffers_are_sized_up_to_the_kernel_cap() {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let asked = 1 << 20;
+        size_buffers(&socket, asked);
+        let sock = socket2::SockRef::from(&socket);
+        // Linux grants min(asked, cap) and reports twice that (its bookkeeping overhead).
+        let recv = sock.recv_buffer_size().unwrap();
+        let send = sock.send_buffer_size().unwrap();
+        assert!(recv >= asked.min(sysctl("rmem_max")), "receive buffer {recv}");
+        assert!(send >= asked.min(sysctl("wmem_max")), "send buffer {send}");
     }
 }
