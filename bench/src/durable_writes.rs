@@ -213,10 +213,11 @@ async fn dev_cluster_inner(
 
 /// The latency of one 256 B append and its `fdatasync` to a plain file in a temp directory
 /// (where the clusters keep their data): `writes` of them to a file that grows with each (as
-/// an appended log does), then the same into a preallocated file.
+/// an appended log does); the same by three writers at once, each to its own file (what three
+/// replicas sharing this disk do); then into a preallocated file.
 pub fn disk_latency(writes: usize) -> Figure {
     match measure_disk(writes) {
-        Ok((growing, preallocated)) => {
+        Ok((growing, three, preallocated)) => {
             let us = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q);
             Figure {
                 suite: "cluster",
@@ -224,6 +225,8 @@ pub fn disk_latency(writes: usize) -> Figure {
                 params: json!({ "record_bytes": 256, "writes": writes, "dir": "temp dir" }),
                 values: json!({
                     "p50_us": us(&growing, 0.5), "p99_us": us(&growing, 0.99),
+                    "three_writers_p50_us": us(&three, 0.5),
+                    "three_writers_p99_us": us(&three, 0.99),
                     "preallocated_p50_us": us(&preallocated, 0.5),
                     "preallocated_p99_us": us(&preallocated, 0.99),
                 }),
@@ -233,24 +236,53 @@ pub fn disk_latency(writes: usize) -> Figure {
     }
 }
 
-fn measure_disk(writes: usize) -> Result<(Histogram<u64>, Histogram<u64>), String> {
-    let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+fn histogram() -> Result<Histogram<u64>, String> {
+    Histogram::<u64>::new(3).map_err(|e| format!("histogram: {e}"))
+}
+
+/// `writes` appends of 256 B, each followed by `fdatasync`, to a new file at `path`.
+fn appends(path: &Path, writes: usize) -> Result<Histogram<u64>, String> {
     let err = |e: std::io::Error| format!("disk latency: {e}");
     let record = [0x5au8; 256];
-    let hist = || Histogram::<u64>::new(3).map_err(|e| format!("histogram: {e}"));
-    let mut growing = hist()?;
+    let mut hist = histogram()?;
     let mut file = OpenOptions::new()
         .create(true)
         .append(true)
-        .open(dir.path().join("growing"))
+        .open(path)
         .map_err(err)?;
     for _ in 0..writes {
         let t = Instant::now();
         file.write_all(&record).map_err(err)?;
         file.sync_data().map_err(err)?;
-        growing.saturating_record(t.elapsed().as_micros() as u64);
+        hist.saturating_record(t.elapsed().as_micros() as u64);
     }
-    let mut preallocated = hist()?;
+    Ok(hist)
+}
+
+type DiskLatencies = (Histogram<u64>, Histogram<u64>, Histogram<u64>);
+
+fn measure_disk(writes: usize) -> Result<DiskLatencies, String> {
+    let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+    let err = |e: std::io::Error| format!("disk latency: {e}");
+    let record = [0x5au8; 256];
+    let growing = appends(&dir.path().join("growing"), writes)?;
+    let mut three = histogram()?;
+    let results: Vec<Result<Histogram<u64>, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..3)
+            .map(|i| {
+                let path = dir.path().join(format!("writer-{i}"));
+                s.spawn(move || appends(&path, writes))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("a writer panicked".into())))
+            .collect()
+    });
+    for r in results {
+        three.add(r?).map_err(|e| format!("histogram: {e}"))?;
+    }
+    let mut preallocated = histogram()?;
     let file = OpenOptions::new()
         .create(true)
         .write(true)
@@ -267,7 +299,7 @@ fn measure_disk(writes: usize) -> Result<(Histogram<u64>, Histogram<u64>), Strin
         file.sync_data().map_err(err)?;
         preallocated.saturating_record(t.elapsed().as_micros() as u64);
     }
-    Ok((growing, preallocated))
+    Ok((growing, three, preallocated))
 }
 
 #[cfg(test)]
@@ -279,6 +311,7 @@ mod tests {
         let f = disk_latency(20);
         assert!(f.values["p50_us"].as_u64().is_some(), "{}", f.values);
         assert!(f.values["preallocated_p50_us"].as_u64().is_some());
+        assert!(f.values["three_writers_p50_us"].as_u64().is_some());
     }
 
     #[test]

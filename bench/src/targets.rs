@@ -278,7 +278,10 @@ fn core_rows(figures: &[Figure]) -> Vec<Row> {
         let get = |name: &str, key: &str| value(figures, "core", name, &with, key);
         rows.push(Row {
             target: 2,
-            what: format!("core writes/s / openraft, {clients} clients"),
+            what: format!(
+                "core writes/s / openraft, {clients} client{}",
+                if clients == 1 { "" } else { "s" }
+            ),
             goal: Goal::AtLeast(rate_goal),
             outcome: ratio(
                 get("writes", "writes_per_s"),

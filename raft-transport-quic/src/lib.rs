@@ -777,7 +777,10 @@ mod tests {
         // Linux grants min(asked, cap) and reports twice that (its bookkeeping overhead).
         let recv = sock.recv_buffer_size().unwrap();
         let send = sock.send_buffer_size().unwrap();
-        assert!(recv >= asked.min(sysctl("rmem_max")), "receive buffer {recv}");
+        assert!(
+            recv >= asked.min(sysctl("rmem_max")),
+            "receive buffer {recv}"
+        );
         assert!(send >= asked.min(sysctl("wmem_max")), "send buffer {send}");
     }
 }
