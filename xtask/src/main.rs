@@ -1,7 +1,8 @@
 //! Project chores, run as `cargo xtask <command>`:
 //!
-//! * `ci`: the canonical check list CI runs (format, tidy rules, clippy, docs, tests, a bounded
-//!   simulator sweep). `.ci/run` calls exactly this.
+//! * `ci`: the canonical check list CI runs (format, tidy rules, clippy, docs, tests, a fuzz
+//!   smoke run, a shard of the protocol's mutants, bounded simulator sweeps, the bounded
+//!   explorer, the bench's smoke run). `.ci/run` calls exactly this.
 //! * `sim [--seeds N] [--seed S] [--voters 3|5] [--observers K] [--first S] [--membership]`: a
 //!   simulator sweep (release build); `--membership` adds voter changes and disk losses;
 //!   `--planted NAME --expect-catch` plants one bug and succeeds at its first catching seed. A failing seed prints the one command that replays it. With `--driver`,
@@ -123,6 +124,15 @@ fn ci() -> Result<(), String> {
     )?;
     // Every decoder a peer, a client or a disk reaches: corpus replay, short libFuzzer runs.
     fuzz::smoke()?;
+    // A fixed shard of the protocol layer's mutants (one in a hundred, about ten), each of which
+    // a test must kill. With `CI` set (`.ci/run` sets it) the mutants are made in place, reusing
+    // the build the tests just made; elsewhere in a copy of the tree, so that an interrupted
+    // run cannot leave a mutant behind in a developer's sources.
+    let mut shard = vec!["--shard".to_string(), "0/100".to_string()];
+    if std::env::var_os("CI").is_some() {
+        shard.push("--in-place".into());
+    }
+    mutants::mutants(&shard)?;
     sim(&["--seeds".into(), "2000".into()])?;
     sim(&[
         "--seeds".into(),
