@@ -571,14 +571,16 @@ impl Replica {
         response: Response,
         out: &mut Outputs,
     ) {
-        let Some(sent) = self.in_flight.remove(&id) else {
+        // An answer that does not fit the request under its id (another sender or another
+        // kind) is dropped and leaves the request waiting for its own answer.
+        let fits = self
+            .in_flight
+            .get(&id)
+            .is_some_and(|sent| sent.to == from && sent.kind == response.kind());
+        let Some(sent) = fits.then(|| self.in_flight.remove(&id)).flatten() else {
             self.stats.stale_responses += 1;
             return;
         };
-        if sent.to != from || sent.kind != response.kind() {
-            self.stats.stale_responses += 1;
-            return;
-        }
         // KRaft's common response handling: learn a newer epoch or an unknown leader first.
         match self.maybe_transition_from_response(now, from, &response, out) {
             CommonResponse::Handle => {}

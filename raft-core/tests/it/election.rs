@@ -275,3 +275,98 @@ fn followers_of(leader: u32) -> (u32, u32) {
     let f: Vec<u32> = (1..=3).filter(|&id| id != leader).collect();
     (f[0], f[1])
 }
+
+#[test]
+fn a_response_counts_only_as_the_answer_of_the_replica_asked() {
+    // Goal: a response is matched to the request it answers by id, sender and kind; anything
+    // else is dropped and counted as stale. Else a grant misrouted from another replica, or an
+    // answer to another request reusing its id, would count as the vote that was asked for.
+    // Method: drive one voter's core by hand until it asks r1 and r2 for pre-votes, then
+    // deliver, one at a time: a grant under an id never sent, a grant from r2 under the id of
+    // the request to r1, an answer of another kind under that id; none may move it on. Then
+    // r1's own grant, which wins the pre-vote (with its own, two of three).
+    use raft_core::io::LogState;
+    use raft_core::message::{EpochResponse, Request, RequestId, Response, VoteResponse};
+    use raft_core::protocol::{Input, Outgoing, Outputs, Replica, VoterHistory};
+    use raft_core::{Config, Epoch, Instant};
+
+    let cfg = Config::new(ReplicaId(3), [ReplicaId(1), ReplicaId(2), ReplicaId(3)]);
+    let cfg = cfg.validate().unwrap();
+    let voters = VoterHistory::new(cfg.bootstrap_voters());
+    let mut r = Replica::new(cfg, None, &LogState::default(), None, voters, 7, Instant(0));
+    let mut out = Outputs::default();
+    let mut now = 0u64;
+    while r.role() != Role::Prospective && now < 60_000_000_000 {
+        now += 10_000_000;
+        r.step(Instant(now), Input::Tick, &mut out);
+    }
+    assert_eq!(
+        r.role(),
+        Role::Prospective,
+        "the voter's election timer fired"
+    );
+    let to_r1 = out
+        .messages
+        .iter()
+        .find_map(|m| match m {
+            Outgoing::Request {
+                to,
+                id,
+                request: Request::Vote(v),
+            } if *to == ReplicaId(1) && v.pre_vote => Some(*id),
+            _ => None,
+        })
+        .expect("a pre-vote request to r1");
+    let grant = Response::Vote(VoteResponse {
+        error: None,
+        epoch: Epoch(0),
+        leader: None,
+        granted: true,
+    });
+    let other_kind = Response::BeginQuorumEpoch(EpochResponse {
+        error: None,
+        epoch: Epoch(0),
+        leader: None,
+    });
+    let unsent = RequestId(to_r1.0.wrapping_add(1_000_000));
+    for (n, (from, id, response)) in [
+        (ReplicaId(1), unsent, grant.clone()),
+        (ReplicaId(2), to_r1, grant.clone()),
+        (ReplicaId(1), to_r1, other_kind),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut out = Outputs::default();
+        r.step(
+            Instant(now),
+            Input::Response { from, id, response },
+            &mut out,
+        );
+        assert!(out.persist.is_none(), "answer {n} started a candidacy");
+        assert_eq!(
+            r.stats().stale_responses,
+            n as u64 + 1,
+            "answer {n} is stale"
+        );
+    }
+    let mut out = Outputs::default();
+    let answer = Input::Response {
+        from: ReplicaId(1),
+        id: to_r1,
+        response: grant,
+    };
+    r.step(Instant(now), answer, &mut out);
+    let (seq, state) = out.persist.expect("r1's own grant wins the pre-vote");
+    assert_eq!(
+        (state.epoch, state.voted_for),
+        (Epoch(1), Some(ReplicaId(3)))
+    );
+    r.step(
+        Instant(now),
+        Input::ElectionPersisted(seq),
+        &mut Outputs::default(),
+    );
+    assert_eq!(r.role(), Role::Candidate);
+    assert_eq!(r.stats().stale_responses, 3);
+}
