@@ -620,14 +620,12 @@ impl Replica {
     }
 
     fn handle_request_failed(&mut self, now: Instant, to: ReplicaId, id: RequestId) {
-        let Some(sent) = self.in_flight.remove(&id) else {
+        // As with answers: a failure reported for another peer leaves the request waiting.
+        let fits = self.in_flight.get(&id).is_some_and(|sent| sent.to == to);
+        let Some(sent) = fits.then(|| self.in_flight.remove(&id)).flatten() else {
             self.stats.stale_responses += 1;
             return;
         };
-        if sent.to != to {
-            self.stats.stale_responses += 1;
-            return;
-        }
         self.request_ended(now, to, id, sent.kind);
     }
 }

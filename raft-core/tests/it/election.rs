@@ -283,7 +283,8 @@ fn a_response_counts_only_as_the_answer_of_the_replica_asked() {
     // answer to another request reusing its id, would count as the vote that was asked for.
     // Method: drive one voter's core by hand until it asks r1 and r2 for pre-votes, then
     // deliver, one at a time: a grant under an id never sent, a grant from r2 under the id of
-    // the request to r1, an answer of another kind under that id; none may move it on. Then
+    // the request to r1, an answer of another kind under that id, failures reported under an
+    // unsent id and for the wrong peer; none may move it on or use up the request to r1. Then
     // r1's own grant, which wins the pre-vote (with its own, two of three).
     use raft_core::io::LogState;
     use raft_core::message::{EpochResponse, Request, RequestId, Response, VoteResponse};
@@ -350,6 +351,23 @@ fn a_response_counts_only_as_the_answer_of_the_replica_asked() {
             "answer {n} is stale"
         );
     }
+    // Failures reported under an id never sent, or for another peer, are stale as well.
+    for (n, (to, id)) in [(ReplicaId(1), unsent), (ReplicaId(2), to_r1)]
+        .into_iter()
+        .enumerate()
+    {
+        let mut out = Outputs::default();
+        r.step(Instant(now), Input::RequestFailed { to, id }, &mut out);
+        assert!(
+            out.messages.is_empty(),
+            "failure {n} made the voter re-send"
+        );
+        assert_eq!(
+            r.stats().stale_responses,
+            n as u64 + 4,
+            "failure {n} is stale"
+        );
+    }
     let mut out = Outputs::default();
     let answer = Input::Response {
         from: ReplicaId(1),
@@ -368,5 +386,5 @@ fn a_response_counts_only_as_the_answer_of_the_replica_asked() {
         &mut Outputs::default(),
     );
     assert_eq!(r.role(), Role::Candidate);
-    assert_eq!(r.stats().stale_responses, 3);
+    assert_eq!(r.stats().stale_responses, 5);
 }
