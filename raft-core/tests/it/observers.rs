@@ -159,11 +159,16 @@ fn observer_answered_from_an_older_epoch_keeps_probing() {
     // The follower refuses the observer's probe (its epoch is newer), and its answer names
     // the older epoch. Probes to the other two voters fail after the request timeout.
     let refused = c.replica(s.follower).stats().refused_requests;
+    let stale = c.replica(obs).stats().stale_responses;
     let answered = c.run_until_cond(ms(3000), |c| {
         c.replica(s.follower).stats().refused_requests > refused
     });
     assert!(answered, "the observer probed the follower:\n{}", c.trace());
     c.run_for(ms(500));
+    assert!(
+        c.replica(obs).stats().stale_responses > stale,
+        "the observer counted the follower's answer as stale"
+    );
     assert_eq!(c.replica(obs).epoch(), ahead);
     assert_eq!(c.replica(obs).role(), Role::Unattached);
     assert_eq!(c.leader(), Some(s.leader), "the voters were left alone");
