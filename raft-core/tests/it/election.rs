@@ -285,7 +285,8 @@ fn a_response_counts_only_as_the_answer_of_the_replica_asked() {
     // deliver, one at a time: a grant under an id never sent, a grant from r2 under the id of
     // the request to r1, an answer of another kind under that id, failures reported under an
     // unsent id and for the wrong peer; none may move it on or use up the request to r1. Then
-    // r1's own grant, which wins the pre-vote (with its own, two of three).
+    // r1's own grant, which wins the pre-vote (with its own, two of three). Last, a vote request
+    // of the candidacy that fails is sent again after the retry backoff.
     use raft_core::io::LogState;
     use raft_core::message::{EpochResponse, Request, RequestId, Response, VoteResponse};
     use raft_core::protocol::{Input, Outgoing, Outputs, Replica, VoterHistory};
@@ -380,11 +381,35 @@ fn a_response_counts_only_as_the_answer_of_the_replica_asked() {
         (state.epoch, state.voted_for),
         (Epoch(1), Some(ReplicaId(3)))
     );
-    r.step(
-        Instant(now),
-        Input::ElectionPersisted(seq),
-        &mut Outputs::default(),
-    );
+    let mut out = Outputs::default();
+    r.step(Instant(now), Input::ElectionPersisted(seq), &mut out);
     assert_eq!(r.role(), Role::Candidate);
     assert_eq!(r.stats().stale_responses, 5);
+
+    // A vote request that fails is asked again after the retry backoff, well within the
+    // candidate's election timeout.
+    let vote_to = |out: &Outputs, peer: u32| {
+        out.messages.iter().find_map(|m| match m {
+            Outgoing::Request {
+                to,
+                id,
+                request: Request::Vote(v),
+            } if *to == ReplicaId(peer) && !v.pre_vote => Some(*id),
+            _ => None,
+        })
+    };
+    let to_r2 = vote_to(&out, 2).expect("the candidate asks r2 for its vote");
+    let mut out = Outputs::default();
+    r.step(
+        Instant(now),
+        Input::RequestFailed {
+            to: ReplicaId(2),
+            id: to_r2,
+        },
+        &mut out,
+    );
+    let mut out = Outputs::default();
+    r.step(Instant(now + 50_000_000), Input::Tick, &mut out);
+    assert_eq!(r.role(), Role::Candidate, "still in its first candidacy");
+    assert!(vote_to(&out, 2).is_some(), "r2 is asked again: {out:?}");
 }
