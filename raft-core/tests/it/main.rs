@@ -8,6 +8,7 @@
 //! network delay 0.5 ms, storage sync 0.2 ms. Trace lines read `<time> <replica> <role>
 //! <epoch> leader=<leader>`.
 
+mod by_hand;
 mod check_quorum;
 mod driver;
 mod driver_membership;

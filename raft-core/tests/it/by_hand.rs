@@ -1,0 +1,186 @@
+//! One replica's core driven by hand, one input at a time, for rules whose inputs a working
+//! cluster never produces: answers that name a leader contradicting what the replica knows,
+//! an answer from a later epoch naming the replica itself, and the lease's hold on votes
+//! after a restart.
+
+use raft_core::io::LogState;
+use raft_core::message::{
+    BeginQuorumEpochRequest, FetchResponse, ReadBarrier, Request, RequestId, Response, VoteRequest,
+    VoteResponse,
+};
+use raft_core::protocol::{Event, Input, Outgoing, Outputs, Replica, VoterHistory};
+use raft_core::{Config, Epoch, Instant, OffsetAndEpoch, ReplicaId, Role};
+
+/// The core of replica `id` among voters 1 to 3, with `tune` applied to its configuration,
+/// started at time 0.
+fn core(id: u32, tune: impl FnOnce(&mut Config)) -> Replica {
+    let mut cfg = Config::new(ReplicaId(id), [ReplicaId(1), ReplicaId(2), ReplicaId(3)]);
+    tune(&mut cfg);
+    let cfg = cfg.validate().unwrap();
+    let voters = VoterHistory::new(cfg.bootstrap_voters());
+    Replica::new(cfg, None, &LogState::default(), None, voters, 7, Instant(0))
+}
+
+/// Steps `input` at `now` and makes any election state it persists durable at once.
+fn step(r: &mut Replica, now: u64, input: Input) -> Outputs {
+    let mut out = Outputs::default();
+    r.step(Instant(now), input, &mut out);
+    if let Some((seq, _)) = out.persist {
+        r.step(Instant(now), Input::ElectionPersisted(seq), &mut out);
+    }
+    out
+}
+
+/// The id of the first request to `peer` in `out` that `pick` accepts.
+fn request_to(out: &Outputs, peer: u32, pick: impl Fn(&Request) -> bool) -> Option<RequestId> {
+    out.messages.iter().find_map(|m| match m {
+        Outgoing::Request { to, id, request } if *to == ReplicaId(peer) && pick(request) => {
+            Some(*id)
+        }
+        _ => None,
+    })
+}
+
+fn fetch_answer(epoch: u32, leader: u32) -> Response {
+    Response::Fetch(FetchResponse {
+        error: None,
+        epoch: Epoch(epoch),
+        leader: Some(ReplicaId(leader)),
+        high_watermark: None,
+        diverging: None,
+        records: Vec::new(),
+        read_barrier: ReadBarrier::default(),
+        snapshot: None,
+    })
+}
+
+#[test]
+fn a_fetch_answer_naming_another_leader_of_the_epoch_is_reported_and_dropped() {
+    // Goal: a follower of r1 in epoch 1 that is answered "r2 leads epoch 1" keeps following
+    // r1, and reports the contradiction (an event and a counter) rather than trusting it; an
+    // answer naming the follower itself as the leader is reported too.
+    // Method: r1's BeginQuorumEpoch makes r3 its follower; r3 fetches from r1; the answer to
+    // that fetch names r2; the answer to the next fetch names r3.
+    let mut r = core(3, |_| {});
+    let begin = Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
+        epoch: Epoch(1),
+        leader: ReplicaId(1),
+        voter: ReplicaId(3),
+        voter_directory: None,
+    });
+    let request = Input::Request {
+        from: ReplicaId(1),
+        id: RequestId(1),
+        request: begin,
+    };
+    let mut now = 1_000;
+    let mut out = step(&mut r, now, request);
+    assert_eq!((r.role(), r.leader()), (Role::Follower, Some(ReplicaId(1))));
+    let is_fetch = |q: &Request| matches!(q, Request::Fetch(_));
+    for (n, claimed) in [2, 3].into_iter().enumerate() {
+        let mut fetch = request_to(&out, 1, is_fetch);
+        while fetch.is_none() && now < 1_000_000_000 {
+            now += 1_000_000;
+            out = step(&mut r, now, Input::Tick);
+            fetch = request_to(&out, 1, is_fetch);
+        }
+        let answer = Input::Response {
+            from: ReplicaId(1),
+            id: fetch.expect("a fetch to r1"),
+            response: fetch_answer(1, claimed),
+        };
+        out = step(&mut r, now, answer);
+        assert_eq!(
+            r.stats().inconsistent_leaders,
+            n as u64 + 1,
+            "claim of r{claimed}"
+        );
+        let reported = out.events.iter().any(|e| {
+            matches!(e, Event::InconsistentLeader { from, epoch, claimed: c }
+                if *from == ReplicaId(1) && *epoch == Epoch(1) && *c == Some(ReplicaId(claimed)))
+        });
+        assert!(reported, "claim of r{claimed} reported: {:?}", out.events);
+        assert_eq!((r.role(), r.leader()), (Role::Follower, Some(ReplicaId(1))));
+        // The follower answered the claim of r2 as unusable: it fetches again after the
+        // backoff, from r1.
+        now += 50_000_000;
+        out = step(&mut r, now, Input::Tick);
+    }
+}
+
+#[test]
+fn an_answer_from_a_later_epoch_naming_this_replica_as_leader_leaves_it_unattached() {
+    // Goal: a replica never follows itself. An answer from a later epoch that names this
+    // replica as that epoch's leader (this replica has no memory of leading it) moves it to
+    // the epoch without a leader.
+    // Method: r3 times out and asks r1 for a pre-vote; r1's answer is from epoch 5 and names
+    // r3.
+    let mut r = core(3, |_| {});
+    let mut now = 0;
+    let mut out = Outputs::default();
+    while r.role() != Role::Prospective && now < 60_000_000_000 {
+        now += 10_000_000;
+        out = step(&mut r, now, Input::Tick);
+    }
+    let id = request_to(&out, 1, |q| matches!(q, Request::Vote(v) if v.pre_vote))
+        .expect("a pre-vote request to r1");
+    let answer = Response::Vote(VoteResponse {
+        error: None,
+        epoch: Epoch(5),
+        leader: Some(ReplicaId(3)),
+        granted: false,
+    });
+    let input = Input::Response {
+        from: ReplicaId(1),
+        id,
+        response: answer,
+    };
+    step(&mut r, now, input);
+    assert_eq!(
+        (r.role(), r.epoch(), r.leader()),
+        (Role::Unattached, Epoch(5), None)
+    );
+}
+
+#[test]
+fn with_leases_a_restarted_voter_grants_nothing_for_one_fetch_timeout() {
+    // Goal: decisions D6/D3: a voter that (re)started forgot when it last heard from a leader,
+    // so with lease reads on it refuses every (pre-)vote until one fetch timeout has passed
+    // since its start, and from then on judges requests as usual.
+    // Method: the same pre-vote request to a fresh core just before and exactly at one fetch
+    // timeout (2 s) after its start.
+    let ask = Request::Vote(VoteRequest {
+        epoch: Epoch(1),
+        candidate: ReplicaId(2),
+        voter: ReplicaId(3),
+        voter_directory: None,
+        candidate_directory: None,
+        last: OffsetAndEpoch::default(),
+        pre_vote: true,
+        leader_invited: false,
+    });
+    let granted_at = |now: u64| {
+        let mut r = core(3, |c| c.lease_reads = true);
+        let input = Input::Request {
+            from: ReplicaId(2),
+            id: RequestId(1),
+            request: ask.clone(),
+        };
+        let out = step(&mut r, now, input);
+        out.messages.iter().find_map(|m| match m {
+            Outgoing::Response {
+                response: Response::Vote(v),
+                ..
+            } => Some(v.granted),
+            _ => None,
+        })
+    };
+    let fetch_timeout = 2_000_000_000;
+    assert_eq!(granted_at(1_000_000), Some(false), "just after the start");
+    assert_eq!(granted_at(fetch_timeout - 1), Some(false), "just before");
+    assert_eq!(
+        granted_at(fetch_timeout),
+        Some(true),
+        "one fetch timeout after"
+    );
+}
