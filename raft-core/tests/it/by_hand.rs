@@ -184,3 +184,116 @@ fn with_leases_a_restarted_voter_grants_nothing_for_one_fetch_timeout() {
         "one fetch timeout after"
     );
 }
+
+/// A (pre-)vote request from `candidate` to r3 for `epoch`.
+fn vote_request(candidate: u32, epoch: u32, pre_vote: bool) -> Input {
+    Input::Request {
+        from: ReplicaId(candidate),
+        id: RequestId(u64::from(candidate) * 100 + u64::from(epoch)),
+        request: Request::Vote(VoteRequest {
+            epoch: Epoch(epoch),
+            candidate: ReplicaId(candidate),
+            voter: ReplicaId(3),
+            voter_directory: None,
+            candidate_directory: None,
+            last: OffsetAndEpoch::default(),
+            pre_vote,
+            leader_invited: false,
+        }),
+    }
+}
+
+/// Whether `out` answers a vote request with a grant (`None` without an answer).
+fn granted(out: &Outputs) -> Option<bool> {
+    out.messages.iter().find_map(|m| match m {
+        Outgoing::Response {
+            response: Response::Vote(v),
+            ..
+        } => Some(v.granted),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_voter_grants_one_candidate_per_epoch_and_grants_it_again() {
+    // Goal: a vote is granted to at most one candidate per epoch; the same candidate asking
+    // again (its request or the answer was lost) is granted again, the other is refused.
+    // Method: r2, then r1, then r2 again ask r3 for its vote in epoch 1.
+    let mut r = core(3, |_| {});
+    assert_eq!(
+        granted(&step(&mut r, 1_000, vote_request(2, 1, false))),
+        Some(true)
+    );
+    assert_eq!(
+        granted(&step(&mut r, 2_000, vote_request(1, 1, false))),
+        Some(false)
+    );
+    assert_eq!(
+        granted(&step(&mut r, 3_000, vote_request(2, 1, false))),
+        Some(true)
+    );
+}
+
+#[test]
+fn a_pre_vote_is_granted_only_for_a_later_epoch() {
+    // Goal: a pre-vote asks whether the voter would vote in a later epoch than its own; one
+    // for the voter's own epoch is refused (that epoch's election is under way here).
+    // Method: r3 votes for r2 in epoch 1; r1 then asks for pre-votes in epochs 1 and 2.
+    let mut r = core(3, |_| {});
+    assert_eq!(
+        granted(&step(&mut r, 1_000, vote_request(2, 1, false))),
+        Some(true)
+    );
+    assert_eq!(
+        granted(&step(&mut r, 2_000, vote_request(1, 1, true))),
+        Some(false)
+    );
+    assert_eq!(
+        granted(&step(&mut r, 3_000, vote_request(1, 2, true))),
+        Some(true)
+    );
+}
+
+#[test]
+fn a_follower_helps_depose_its_leader_only_after_a_fetch_timeout_of_silence() {
+    // Goal: decisions D3: a follower refuses pre-votes while it heard from its leader within
+    // the fetch timeout, and grants them from the moment that timeout has passed.
+    // Method: r3 follows r1 and gets an answer to a fetch at time t; r2 asks for a pre-vote
+    // just before t + fetch timeout (refused) and exactly at it (granted), each on its own copy
+    // of the follower (a refused pre-vote changes nothing).
+    let mut r = core(3, |_| {});
+    let begin = Input::Request {
+        from: ReplicaId(1),
+        id: RequestId(1),
+        request: Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
+            epoch: Epoch(1),
+            leader: ReplicaId(1),
+            voter: ReplicaId(3),
+            voter_directory: None,
+        }),
+    };
+    let t = 1_000;
+    let out = step(&mut r, t, begin);
+    let fetch = request_to(&out, 1, |q| matches!(q, Request::Fetch(_))).expect("a fetch to r1");
+    let answer = Input::Response {
+        from: ReplicaId(1),
+        id: fetch,
+        response: fetch_answer(1, 1),
+    };
+    step(&mut r, t, answer);
+    assert_eq!(r.role(), Role::Follower);
+    let fetch_timeout = 2_000_000_000;
+    let mut before = r.clone();
+    let out = step(&mut before, t + fetch_timeout - 1, vote_request(2, 2, true));
+    assert_eq!(
+        granted(&out),
+        Some(false),
+        "the leader was heard from within the timeout"
+    );
+    let out = step(&mut r, t + fetch_timeout, vote_request(2, 2, true));
+    assert_eq!(
+        granted(&out),
+        Some(true),
+        "a whole fetch timeout of silence"
+    );
+}
