@@ -297,3 +297,25 @@ fn a_follower_helps_depose_its_leader_only_after_a_fetch_timeout_of_silence() {
         "a whole fetch timeout of silence"
     );
 }
+
+#[test]
+fn a_replica_shutting_down_never_campaigns() {
+    // Goal: once told to resign (it is shutting down), a replica that is not the leader never
+    // starts an election, however long it waits: it would only disturb the others and then
+    // vanish. The same fresh replica without the resign does campaign.
+    // Method: two fresh cores of r3, one told to resign at once; both tick for a minute.
+    for resigning in [false, true] {
+        let mut r = core(3, |_| {});
+        if resigning {
+            step(&mut r, 0, Input::Resign);
+        }
+        let mut now = 0;
+        let mut campaigned = false;
+        while now < 60_000_000_000 && !campaigned {
+            now += 10_000_000;
+            step(&mut r, now, Input::Tick);
+            campaigned = r.role() == Role::Prospective || r.stats().elections > 0;
+        }
+        assert_eq!(campaigned, !resigning, "resigning: {resigning}");
+    }
+}
