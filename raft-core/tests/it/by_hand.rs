@@ -319,3 +319,122 @@ fn a_replica_shutting_down_never_campaigns() {
         assert_eq!(campaigned, !resigning, "resigning: {resigning}");
     }
 }
+
+/// The core of replica `id` among voters 1 to `n`, with pre-vote set as given.
+fn core_of(id: u32, n: u32, pre_vote: bool) -> Replica {
+    let mut cfg = Config::new(ReplicaId(id), (1..=n).map(ReplicaId));
+    cfg.pre_vote = pre_vote;
+    let cfg = cfg.validate().unwrap();
+    let voters = VoterHistory::new(cfg.bootstrap_voters());
+    Replica::new(cfg, None, &LogState::default(), None, voters, 7, Instant(0))
+}
+
+/// Ticks `r` every 10 ms from `*now` until `role`, or a minute; returns every output.
+fn tick_until(r: &mut Replica, now: &mut u64, done: impl Fn(&Replica) -> bool) -> Vec<Outputs> {
+    let mut outs = Vec::new();
+    let until = *now + 60_000_000_000;
+    while !done(r) && *now < until {
+        *now += 10_000_000;
+        outs.push(step(r, *now, Input::Tick));
+    }
+    outs
+}
+
+fn vote_answer(epoch: u32, granted: bool) -> Response {
+    Response::Vote(VoteResponse {
+        error: None,
+        epoch: Epoch(epoch),
+        leader: None,
+        granted,
+    })
+}
+
+#[test]
+fn a_grant_from_an_earlier_candidacy_does_not_count_in_the_next() {
+    // Goal: a vote counts only in the epoch it was granted for. A candidate whose first
+    // candidacy timed out and who campaigns again in the next epoch must not count a late
+    // grant from the first, nor a grant stamped with the earlier epoch under the current
+    // request's id (no correct voter sends one); a grant for the current epoch does count.
+    // Method: pre-vote off; r3 campaigns in epoch 1 and asks r1; it times out and campaigns in
+    // epoch 2; r1's grant for epoch 1 arrives under the first request's id, then under the
+    // second's; last r2's grant for epoch 2.
+    let mut r = core_of(3, 3, false);
+    let mut now = 0;
+    let outs = tick_until(&mut r, &mut now, |r| r.epoch() == Epoch(1));
+    let is_vote = |q: &Request| matches!(q, Request::Vote(_));
+    let first = outs
+        .iter()
+        .find_map(|o| request_to(o, 1, is_vote))
+        .expect("a vote request to r1 in epoch 1");
+    let outs = tick_until(&mut r, &mut now, |r| r.epoch() == Epoch(2));
+    let second = outs
+        .iter()
+        .find_map(|o| request_to(o, 1, is_vote))
+        .expect("a vote request to r1 in epoch 2");
+    let late = Input::Response {
+        from: ReplicaId(1),
+        id: first,
+        response: vote_answer(1, true),
+    };
+    step(&mut r, now, late);
+    assert_eq!(
+        (r.role(), r.epoch()),
+        (Role::Candidate, Epoch(2)),
+        "the late grant counted"
+    );
+    let stamped_earlier = Input::Response {
+        from: ReplicaId(1),
+        id: second,
+        response: vote_answer(1, true),
+    };
+    step(&mut r, now, stamped_earlier);
+    assert_eq!(
+        (r.role(), r.epoch()),
+        (Role::Candidate, Epoch(2)),
+        "an epoch-1 grant counted"
+    );
+    let to_r2 = outs
+        .iter()
+        .find_map(|o| request_to(o, 2, is_vote))
+        .expect("a vote request to r2 in epoch 2");
+    let current = Input::Response {
+        from: ReplicaId(2),
+        id: to_r2,
+        response: vote_answer(2, true),
+    };
+    step(&mut r, now, current);
+    assert_eq!((r.role(), r.epoch()), (Role::Leader, Epoch(2)));
+}
+
+#[test]
+fn a_pre_vote_round_is_lost_only_when_a_majority_can_no_longer_be_reached() {
+    // Goal: with five voters, a prospective replica refused by two others can still win with
+    // the other two (itself plus two of five); it gives up only when a majority is out of
+    // reach.
+    // Method: r5 asks r1..r4 for pre-votes; r1 and r2 refuse, r3 and r4 grant.
+    let mut r = core_of(5, 5, true);
+    let mut now = 0;
+    let outs = tick_until(&mut r, &mut now, |r| r.role() == Role::Prospective);
+    let ask = |peer: u32| {
+        outs.iter()
+            .find_map(|o| request_to(o, peer, |q| matches!(q, Request::Vote(v) if v.pre_vote)))
+            .expect("a pre-vote request")
+    };
+    for (peer, grant) in [(1, false), (2, false), (3, true)] {
+        let answer = Input::Response {
+            from: ReplicaId(peer),
+            id: ask(peer),
+            response: vote_answer(0, grant),
+        };
+        let out = step(&mut r, now, answer);
+        assert!(out.persist.is_none(), "decided after r{peer}'s answer");
+        assert_eq!(r.role(), Role::Prospective, "after r{peer}'s answer");
+    }
+    let answer = Input::Response {
+        from: ReplicaId(4),
+        id: ask(4),
+        response: vote_answer(0, true),
+    };
+    step(&mut r, now, answer);
+    assert_eq!((r.role(), r.epoch()), (Role::Candidate, Epoch(1)));
+}
