@@ -12,14 +12,14 @@
 //! The processes are the binary `raft-node` found by [`node_binary`], run by [`ProcCluster`].
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use crate::durable_writes::{dev_cluster, disk_latency, redis_benchmark_levels};
 use crate::mixed_workload::{self, MIX_PERCENT, PLAYERS};
-use crate::proc_cluster::{free_ports, node_binary, ProcCluster, Timers, READY_DEADLINE};
+use crate::proc_cluster::{free_ports, node_binary, ProcCluster, Spawned, Timers, READY_DEADLINE};
 use crate::resp_load::{self, Conn, Load, Op};
 use crate::{Figure, Size};
 
@@ -358,16 +358,8 @@ pub fn on_path(name: &str) -> Option<PathBuf> {
 
 /// A `redis-server` on a temp dir that dies with this value.
 struct Redis {
-    child: Child,
+    _process: Spawned,
     port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 async fn start_redis(bin: &Path) -> Result<Redis, String> {
@@ -392,9 +384,8 @@ async fn start_redis(bin: &Path) -> Result<Redis, String> {
         .spawn()
         .map_err(|e| format!("start {}: {e}", bin.display()))?;
     let redis = Redis {
-        child,
+        _process: Spawned { child, dir },
         port,
-        _dir: dir,
     };
     let deadline = Instant::now() + READY_DEADLINE;
     loop {

@@ -9,14 +9,14 @@ use std::io::Write;
 use std::net::{TcpListener, UdpSocket};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use serde_json::json;
 
 use crate::cluster_suite::{error_figure, redis_benchmark, KEYSPACE};
-use crate::proc_cluster::{NodeStatus, READY_DEADLINE};
+use crate::proc_cluster::{NodeStatus, Spawned, READY_DEADLINE};
 use crate::resp_load::{self, Conn, Load, Op};
 use crate::{Figure, Size};
 
@@ -36,16 +36,8 @@ pub fn redis_benchmark_levels(size: Size) -> &'static [(usize, u32)] {
 
 /// A `raft-node dev` process on a temp directory that dies with this value.
 struct Dev {
-    child: Child,
+    process: Spawned,
     base: u16,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Dev {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Dev {
@@ -55,7 +47,8 @@ impl Dev {
     }
 
     fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(self.dir.path().join("dev.log")).unwrap_or_default();
+        let log =
+            std::fs::read_to_string(self.process.dir.path().join("dev.log")).unwrap_or_default();
         let lines: Vec<&str> = log.lines().collect();
         format!(
             "\n---- raft-node dev log (tail) ----\n{}",
@@ -104,7 +97,10 @@ async fn start_dev(bin: &Path) -> Result<Dev, String> {
         .stderr(err)
         .spawn()
         .map_err(|e| format!("start {} dev: {e}", bin.display()))?;
-    let dev = Dev { child, base, dir };
+    let dev = Dev {
+        process: Spawned { child, dir },
+        base,
+    };
     Ok(dev)
 }
 
@@ -129,7 +125,7 @@ async fn wait_leader(dev: &mut Dev) -> Result<u16, String> {
                 return Ok(dev.port(i));
             }
         }
-        if let Ok(Some(status)) = dev.child.try_wait() {
+        if let Ok(Some(status)) = dev.process.child.try_wait() {
             return Err(format!("raft-node dev exited ({status}){}", dev.log_tail()));
         }
         if Instant::now() > deadline {

@@ -12,6 +12,22 @@ use std::time::{Duration, Instant};
 
 use crate::resp_load::Conn;
 
+/// A child process and the temp directory it works in; dropping it kills the process (and
+/// then removes the directory).
+pub struct Spawned {
+    /// The process.
+    pub child: Child,
+    /// Its directory.
+    pub dir: tempfile::TempDir,
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// The configured voters: nodes 1 to 3.
 const VOTERS: u32 = 3;
 
