@@ -401,6 +401,22 @@ async fn start_redis(bin: &Path) -> Result<Redis, String> {
     }
 }
 
+/// SET with 256 B values over the suite's key space, on one server's `port`: the load the
+/// redis baseline and `raft-node dev` are compared under.
+pub fn set_load(port: u16, connections: usize, clients: usize, size: Size) -> Load {
+    Load {
+        ports: vec![port],
+        connections,
+        clients,
+        op: Op::Set,
+        value_bytes: 256,
+        keyspace: KEYSPACE,
+        setup: Vec::new(),
+        warmup: warmup(size),
+        window: size.window(),
+    }
+}
+
 /// One `redis-server` with `appendfsync always`, SET with 256 B values at 1, 50 and 1000
 /// clients, through this bench's generator and through `redis-benchmark`.
 async fn redis_baseline(size: Size, out: &mut Vec<Figure>) {
@@ -430,18 +446,7 @@ async fn redis_baseline(size: Size, out: &mut Vec<Figure>) {
     };
     for &(connections, clients) in levels(size) {
         eprintln!("bench: cluster redis baseline at {connections} connections / {clients} clients");
-        let load = Load {
-            ports: vec![redis.port],
-            connections,
-            clients,
-            op: Op::Set,
-            value_bytes: 256,
-            keyspace: KEYSPACE,
-            setup: Vec::new(),
-            warmup: warmup(size),
-            window: size.window(),
-        };
-        match resp_load::run(&load).await {
+        match resp_load::run(&set_load(redis.port, connections, clients, size)).await {
             Ok(got) => out.push(Figure {
                 suite: "cluster",
                 name: "redis SET (baseline)".into(),

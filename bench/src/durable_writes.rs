@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde_json::json;
 
-use crate::cluster_suite::{error_figure, redis_benchmark, KEYSPACE};
+use crate::cluster_suite::{error_figure, redis_benchmark, set_load, KEYSPACE};
 use crate::proc_cluster::{NodeStatus, Spawned, READY_DEADLINE};
-use crate::resp_load::{self, Conn, Load, Op};
+use crate::resp_load::{self, Conn};
 use crate::{Figure, Size};
 
 /// The figure name of `raft-node dev` under a SET load.
@@ -170,17 +170,7 @@ async fn dev_cluster_inner(
     };
     for &(connections, clients) in levels {
         eprintln!("bench: cluster raft-node dev at {connections} connections / {clients} clients");
-        let load = Load {
-            ports: vec![leader],
-            connections,
-            clients,
-            op: Op::Set,
-            value_bytes: 256,
-            keyspace: KEYSPACE,
-            setup: Vec::new(),
-            warmup: crate::cluster_suite::warmup(size),
-            window: size.window(),
-        };
+        let load = set_load(leader, connections, clients, size);
         let got = resp_load::run(&load)
             .await
             .map_err(|e| format!("{e}{}", dev.log_tail()))?;

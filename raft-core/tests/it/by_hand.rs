@@ -1,20 +1,21 @@
 //! One replica's core driven by hand, one input at a time, for rules whose inputs a working
-//! cluster never produces: answers that name a leader contradicting what the replica knows,
-//! an answer from a later epoch naming the replica itself, and the lease's hold on votes
-//! after a restart.
+//! cluster rarely or never produces: answers that do not fit the request they claim to answer,
+//! answers that name a leader contradicting what the replica knows, an answer from a later
+//! epoch naming the replica itself, votes and pre-votes at the edges of their rules, and the
+//! lease's hold on votes after a restart.
 
 use raft_core::io::LogState;
 use raft_core::message::{
-    BeginQuorumEpochRequest, FetchResponse, ReadBarrier, Request, RequestId, Response, VoteRequest,
-    VoteResponse,
+    BeginQuorumEpochRequest, EpochResponse, FetchResponse, ReadBarrier, Request, RequestId,
+    Response, VoteRequest, VoteResponse,
 };
 use raft_core::protocol::{Event, Input, Outgoing, Outputs, Replica, VoterHistory};
 use raft_core::{Config, Epoch, Instant, OffsetAndEpoch, ReplicaId, Role};
 
-/// The core of replica `id` among voters 1 to 3, with `tune` applied to its configuration,
+/// The core of replica `id` among voters 1 to `n`, with `tune` applied to its configuration,
 /// started at time 0.
-fn core(id: u32, tune: impl FnOnce(&mut Config)) -> Replica {
-    let mut cfg = Config::new(ReplicaId(id), [ReplicaId(1), ReplicaId(2), ReplicaId(3)]);
+fn core(id: u32, n: u32, tune: impl FnOnce(&mut Config)) -> Replica {
+    let mut cfg = Config::new(ReplicaId(id), (1..=n).map(ReplicaId));
     tune(&mut cfg);
     let cfg = cfg.validate().unwrap();
     let voters = VoterHistory::new(cfg.bootstrap_voters());
@@ -61,7 +62,7 @@ fn a_fetch_answer_naming_another_leader_of_the_epoch_is_reported_and_dropped() {
     // answer naming the follower itself as the leader is reported too.
     // Method: r1's BeginQuorumEpoch makes r3 its follower; r3 fetches from r1; the answer to
     // that fetch names r2; the answer to the next fetch names r3.
-    let mut r = core(3, |_| {});
+    let mut r = core(3, 3, |_| {});
     let begin = Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
         epoch: Epoch(1),
         leader: ReplicaId(1),
@@ -115,7 +116,7 @@ fn an_answer_from_a_later_epoch_naming_this_replica_as_leader_leaves_it_unattach
     // the epoch without a leader.
     // Method: r3 times out and asks r1 for a pre-vote; r1's answer is from epoch 5 and names
     // r3.
-    let mut r = core(3, |_| {});
+    let mut r = core(3, 3, |_| {});
     let mut now = 0;
     let mut out = Outputs::default();
     while r.role() != Role::Prospective && now < 60_000_000_000 {
@@ -160,7 +161,7 @@ fn with_leases_a_restarted_voter_grants_nothing_for_one_fetch_timeout() {
         leader_invited: false,
     });
     let granted_at = |now: u64| {
-        let mut r = core(3, |c| c.lease_reads = true);
+        let mut r = core(3, 3, |c| c.lease_reads = true);
         let input = Input::Request {
             from: ReplicaId(2),
             id: RequestId(1),
@@ -219,7 +220,7 @@ fn a_voter_grants_one_candidate_per_epoch_and_grants_it_again() {
     // Goal: a vote is granted to at most one candidate per epoch; the same candidate asking
     // again (its request or the answer was lost) is granted again, the other is refused.
     // Method: r2, then r1, then r2 again ask r3 for its vote in epoch 1.
-    let mut r = core(3, |_| {});
+    let mut r = core(3, 3, |_| {});
     assert_eq!(
         granted(&step(&mut r, 1_000, vote_request(2, 1, false))),
         Some(true)
@@ -239,7 +240,7 @@ fn a_pre_vote_is_granted_only_for_a_later_epoch() {
     // Goal: a pre-vote asks whether the voter would vote in a later epoch than its own; one
     // for the voter's own epoch is refused (that epoch's election is under way here).
     // Method: r3 votes for r2 in epoch 1; r1 then asks for pre-votes in epochs 1 and 2.
-    let mut r = core(3, |_| {});
+    let mut r = core(3, 3, |_| {});
     assert_eq!(
         granted(&step(&mut r, 1_000, vote_request(2, 1, false))),
         Some(true)
@@ -261,7 +262,7 @@ fn a_follower_helps_depose_its_leader_only_after_a_fetch_timeout_of_silence() {
     // Method: r3 follows r1 and gets an answer to a fetch at time t; r2 asks for a pre-vote
     // just before t + fetch timeout (refused) and exactly at it (granted), each on its own copy
     // of the follower (a refused pre-vote changes nothing).
-    let mut r = core(3, |_| {});
+    let mut r = core(3, 3, |_| {});
     let begin = Input::Request {
         from: ReplicaId(1),
         id: RequestId(1),
@@ -305,7 +306,7 @@ fn a_replica_shutting_down_never_campaigns() {
     // vanish. The same fresh replica without the resign does campaign.
     // Method: two fresh cores of r3, one told to resign at once; both tick for a minute.
     for resigning in [false, true] {
-        let mut r = core(3, |_| {});
+        let mut r = core(3, 3, |_| {});
         if resigning {
             step(&mut r, 0, Input::Resign);
         }
@@ -320,16 +321,7 @@ fn a_replica_shutting_down_never_campaigns() {
     }
 }
 
-/// The core of replica `id` among voters 1 to `n`, with pre-vote set as given.
-fn core_of(id: u32, n: u32, pre_vote: bool) -> Replica {
-    let mut cfg = Config::new(ReplicaId(id), (1..=n).map(ReplicaId));
-    cfg.pre_vote = pre_vote;
-    let cfg = cfg.validate().unwrap();
-    let voters = VoterHistory::new(cfg.bootstrap_voters());
-    Replica::new(cfg, None, &LogState::default(), None, voters, 7, Instant(0))
-}
-
-/// Ticks `r` every 10 ms from `*now` until `role`, or a minute; returns every output.
+/// Ticks `r` every 10 ms from `*now` until `done`, or a minute; returns every output.
 fn tick_until(r: &mut Replica, now: &mut u64, done: impl Fn(&Replica) -> bool) -> Vec<Outputs> {
     let mut outs = Vec::new();
     let until = *now + 60_000_000_000;
@@ -358,7 +350,7 @@ fn a_grant_from_an_earlier_candidacy_does_not_count_in_the_next() {
     // Method: pre-vote off; r3 campaigns in epoch 1 and asks r1; it times out and campaigns in
     // epoch 2; r1's grant for epoch 1 arrives under the first request's id, then under the
     // second's; last r2's grant for epoch 2.
-    let mut r = core_of(3, 3, false);
+    let mut r = core(3, 3, |c| c.pre_vote = false);
     let mut now = 0;
     let outs = tick_until(&mut r, &mut now, |r| r.epoch() == Epoch(1));
     let is_vote = |q: &Request| matches!(q, Request::Vote(_));
@@ -412,7 +404,7 @@ fn a_pre_vote_round_is_lost_only_when_a_majority_can_no_longer_be_reached() {
     // the other two (itself plus two of five); it gives up only when a majority is out of
     // reach.
     // Method: r5 asks r1..r4 for pre-votes; r1 and r2 refuse, r3 and r4 grant.
-    let mut r = core_of(5, 5, true);
+    let mut r = core(5, 5, |_| {});
     let mut now = 0;
     let outs = tick_until(&mut r, &mut now, |r| r.role() == Role::Prospective);
     let ask = |peer: u32| {
@@ -437,4 +429,96 @@ fn a_pre_vote_round_is_lost_only_when_a_majority_can_no_longer_be_reached() {
     };
     step(&mut r, now, answer);
     assert_eq!((r.role(), r.epoch()), (Role::Candidate, Epoch(1)));
+}
+
+#[test]
+fn a_response_counts_only_as_the_answer_of_the_replica_asked() {
+    // Goal: a response is matched to the request it answers by id, sender and kind; anything
+    // else is dropped and counted as stale. Else a grant misrouted from another replica, or an
+    // answer to another request reusing its id, would count as the vote that was asked for.
+    // Method: drive one voter's core by hand until it asks r1 and r2 for pre-votes, then
+    // deliver, one at a time: a grant under an id never sent, a grant from r2 under the id of
+    // the request to r1, an answer of another kind under that id, failures reported under an
+    // unsent id and for the wrong peer; none may move it on or use up the request to r1. Then
+    // r1's own grant, which wins the pre-vote (with its own, two of three). Last, a vote request
+    // of the candidacy that fails is sent again after the retry backoff.
+    let mut r = core(3, 3, |_| {});
+    let mut now = 0;
+    let outs = tick_until(&mut r, &mut now, |r| r.role() == Role::Prospective);
+    assert_eq!(
+        r.role(),
+        Role::Prospective,
+        "the voter's election timer fired"
+    );
+    let to_r1 = outs
+        .iter()
+        .find_map(|o| request_to(o, 1, |q| matches!(q, Request::Vote(v) if v.pre_vote)))
+        .expect("a pre-vote request to r1");
+    let other_kind = Response::BeginQuorumEpoch(EpochResponse {
+        error: None,
+        epoch: Epoch(0),
+        leader: None,
+    });
+    let unsent = RequestId(to_r1.0.wrapping_add(1_000_000));
+    for (n, (from, id, response)) in [
+        (ReplicaId(1), unsent, vote_answer(0, true)),
+        (ReplicaId(2), to_r1, vote_answer(0, true)),
+        (ReplicaId(1), to_r1, other_kind),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out = step(&mut r, now, Input::Response { from, id, response });
+        assert!(out.persist.is_none(), "answer {n} started a candidacy");
+        assert_eq!(
+            r.stats().stale_responses,
+            n as u64 + 1,
+            "answer {n} is stale"
+        );
+    }
+    // Failures reported under an id never sent, or for another peer, are stale as well.
+    for (n, (to, id)) in [(ReplicaId(1), unsent), (ReplicaId(2), to_r1)]
+        .into_iter()
+        .enumerate()
+    {
+        let out = step(&mut r, now, Input::RequestFailed { to, id });
+        assert!(
+            out.messages.is_empty(),
+            "failure {n} made the voter re-send"
+        );
+        assert_eq!(
+            r.stats().stale_responses,
+            n as u64 + 4,
+            "failure {n} is stale"
+        );
+    }
+    let answer = Input::Response {
+        from: ReplicaId(1),
+        id: to_r1,
+        response: vote_answer(0, true),
+    };
+    let out = step(&mut r, now, answer);
+    let (_, state) = out.persist.expect("r1's own grant wins the pre-vote");
+    assert_eq!(
+        (state.epoch, state.voted_for),
+        (Epoch(1), Some(ReplicaId(3)))
+    );
+    assert_eq!(r.role(), Role::Candidate);
+    assert_eq!(r.stats().stale_responses, 5);
+
+    // A vote request that fails is asked again after the retry backoff, well within the
+    // candidate's election timeout.
+    let vote = |q: &Request| matches!(q, Request::Vote(v) if !v.pre_vote);
+    let to_r2 = request_to(&out, 2, vote).expect("the candidate asks r2 for its vote");
+    let failed = Input::RequestFailed {
+        to: ReplicaId(2),
+        id: to_r2,
+    };
+    step(&mut r, now, failed);
+    let out = step(&mut r, now + 50_000_000, Input::Tick);
+    assert_eq!(r.role(), Role::Candidate, "still in its first candidacy");
+    assert!(
+        request_to(&out, 2, vote).is_some(),
+        "r2 is asked again: {out:?}"
+    );
 }
