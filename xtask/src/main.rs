@@ -197,6 +197,17 @@ fn ci() -> Result<(), String> {
         }
         sim(&args)?;
     }
+    // The read rule's negative control: a leader that counts any arriving fetch as a read
+    // confirmation. It shows when a fetch that left before its sender helped elect a newer
+    // leader arrives late at the old one, cut off but still leading, during a read round: the
+    // leader-isolating adversary that holds (instead of losing) the messages to the leader
+    // builds that.
+    sim(&[
+        "--seeds".into(),
+        "1000".into(),
+        "--count-arrivals".into(),
+        "--expect-catch".into(),
+    ])?;
     // The exhaustive, bounded model check of the core (debug build): every interleaving to a
     // small depth from a cold start and from an elected leader, then the planted bugs it
     // catches, each at the depth of its shortest trace.

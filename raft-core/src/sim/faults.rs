@@ -55,6 +55,17 @@ pub struct Faults {
     /// drawing a random shape, when the leader's clock is the slowest (otherwise they look
     /// again 50 ms later): the faults around which elections, leases and read rounds race.
     pub isolate_leader: bool,
+    /// When the adversary isolates a leader, the others' messages to it are held in the
+    /// network instead of lost, and arrive together later (after the others had time to elect
+    /// a leader of their own, before the old one's check-quorum runs out on its slow clock):
+    /// requests that left long before they arrive, around read rounds and elections.
+    pub hold_at_isolation: bool,
+    /// Snapshots each replica's store keeps (the newest ones): with more, a download that
+    /// spans leader changes and catch-ups finishes more often instead of being refused.
+    pub snapshots_kept: usize,
+    /// Probability that a message straggles: it arrives 50 to 250 ms late (within the request
+    /// timeout, so that an answer still counts), long after the messages sent with it.
+    pub straggle: f64,
 }
 
 impl Faults {
@@ -80,6 +91,9 @@ impl Faults {
             clock_extremes: false,
             keys: 8,
             isolate_leader: false,
+            hold_at_isolation: false,
+            snapshots_kept: 2,
+            straggle: 0.0,
         }
     }
 
@@ -112,6 +126,12 @@ impl Faults {
             clock_extremes: rng.chance(0.5),
             keys: rng.pick(&[8, 8, 2]),
             isolate_leader: rng.chance(0.5),
+            // Drawn last for the same reason.
+            hold_at_isolation: rng.chance(0.5),
+            // Drawn last for the same reason.
+            snapshots_kept: rng.pick(&[2, 2, 16]) as usize,
+            // Drawn last for the same reason.
+            straggle: rng.pick(&[0.0, 0.0, 0.01, 0.05]),
         };
         if faults.isolate_leader {
             // Each isolation lasts long enough for the others to elect a leader of their own.

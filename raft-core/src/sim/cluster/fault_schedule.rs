@@ -3,6 +3,24 @@
 
 use super::*;
 
+/// The leader-isolating adversary's held messages ([`Faults::hold_at_isolation`]): which links
+/// hold them and when they arrive. Its draws are apart, so that the other faults a seed draws
+/// stay as they were before it existed.
+pub(super) struct IsolationHold {
+    rng: SimRng,
+    /// When the held messages arrive, and the links (to the isolated leader) they wait on.
+    pending: Option<(Duration, Vec<(u32, u32)>)>,
+}
+
+impl IsolationHold {
+    pub(super) fn new(seed: u64) -> IsolationHold {
+        IsolationHold {
+            rng: SimRng::new(seed.rotate_left(53) ^ 0x1F83_D9AB),
+            pending: None,
+        }
+    }
+}
+
 impl Cluster {
     /// Runs with the seed's faults (partitions, crashes, drops) until `until`.
     pub fn run_with_faults_until(&mut self, until: Duration) {
@@ -20,10 +38,19 @@ impl Cluster {
         self.faults_on = false;
     }
 
-    /// Ends every fault: links heal and crashed replicas restart.
+    /// Ends every fault: links heal, crashed replicas restart, and the network meets Raft's
+    /// timing requirement again (a message takes at most a tenth of the election timeout).
+    /// Without that requirement no election is sure to end: with delays near the election
+    /// timeout, candidates whose randomized timeouts differ by less than a round trip keep
+    /// splitting the vote, and a voter set that needs every live voter (four voters, one of
+    /// them lost) can stay leaderless for seconds.
     pub fn heal_all(&mut self) {
         self.faults_on = false;
+        self.release_isolation_hold(true);
         self.heal();
+        let f = &mut self.opts.faults;
+        f.delay_max = f.delay_max.min(self.opts.election_timeout / 10);
+        f.delay_min = f.delay_min.min(f.delay_max);
         for i in 0..self.hosts.len() {
             if self.hosts[i].replica.is_none() {
                 self.start_host(i);
@@ -65,7 +92,46 @@ impl Cluster {
         Duration::from_nanos(self.quiet_rng.range(mean / 3, mean * 5 / 3))
     }
 
+    /// Holds every other replica's messages to the isolated leader `l` (instead of losing
+    /// them) until a drawn moment: after the others' fetch timeout, so that they may have
+    /// elected a leader and committed meanwhile, and before the isolation ends.
+    fn hold_toward(&mut self, l: u32) {
+        let n = self.hosts.len() as u32;
+        let links: Vec<(u32, u32)> = (1..=n).filter(|f| *f != l).map(|f| (f, l)).collect();
+        for &(f, to) in &links {
+            self.blocked.remove(&(ReplicaId(f), ReplicaId(to)));
+            self.hold(f, to);
+        }
+        let after = self.opts.fetch_timeout.as_millis() as u64;
+        let at = self.now + Duration::from_millis(self.isolation_hold.rng.range(after, 2 * after));
+        let t = self.now.as_millis();
+        self.trace.push(format!(
+            "{t}ms messages to r{l} held until {}ms",
+            at.as_millis()
+        ));
+        self.isolation_hold.pending = Some((at, links));
+    }
+
+    /// Delivers what the adversary held, when due (or `now`, when `force`).
+    fn release_isolation_hold(&mut self, force: bool) {
+        let due = matches!(&self.isolation_hold.pending, Some((at, _)) if force || self.now >= *at);
+        if !due {
+            return;
+        }
+        let Some((_, links)) = self.isolation_hold.pending.take() else {
+            return;
+        };
+        let mut count = 0;
+        for (f, to) in links {
+            count += self.release(f, to);
+        }
+        let t = self.now.as_millis();
+        self.trace
+            .push(format!("{t}ms {count} held message(s) released"));
+    }
+
     pub(super) fn inject_faults(&mut self) {
+        self.release_isolation_hold(false);
         if self.now >= self.next_quiet {
             // Long enough for a follower cut from the leader to reach its fetch timeout with a
             // log as long as everyone's.
@@ -101,6 +167,7 @@ impl Cluster {
         let n = self.hosts.len() as u32;
         if self.now >= self.next_partition {
             self.next_partition = self.now + self.fault_interval(self.opts.faults.partition_every);
+            self.release_isolation_hold(true);
             self.heal();
             let shape = if self.opts.faults.isolate_leader {
                 5
@@ -151,6 +218,9 @@ impl Cluster {
                         self.isolate(l);
                         let t = self.now.as_millis();
                         self.trace.push(format!("{t}ms r{l} (leader) isolated"));
+                        if self.opts.faults.hold_at_isolation {
+                            self.hold_toward(l);
+                        }
                     } else {
                         // Not its moment: look again soon, so that every term of a slow leader
                         // is cut short.

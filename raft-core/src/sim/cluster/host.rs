@@ -379,7 +379,10 @@ impl Cluster {
         let h = &mut self.hosts[i];
         h.since_snapshot = 0;
         h.snapshots.push((SnapshotMeta::of(id, &data), data));
-        let excess = h.snapshots.len().saturating_sub(2);
+        let excess = h
+            .snapshots
+            .len()
+            .saturating_sub(self.opts.faults.snapshots_kept);
         h.snapshots.drain(..excess);
         Some(id)
     }
@@ -443,7 +446,8 @@ impl Cluster {
                             h.snapshots.retain(|(m, _)| m.id != id);
                             h.snapshots.push((meta, Bytes::from(bytes)));
                             h.snapshots.sort_by_key(|(m, _)| m.id);
-                            let excess = h.snapshots.len().saturating_sub(2);
+                            let kept = self.opts.faults.snapshots_kept;
+                            let excess = h.snapshots.len().saturating_sub(kept);
                             h.snapshots.drain(..excess);
                         }
                         ok

@@ -248,6 +248,8 @@ pub struct Cluster {
     quiet_rng: SimRng,
     next_quiet: Duration,
     quiet_until: Duration,
+    /// Messages held by the leader-isolating adversary ([`Faults::hold_at_isolation`]).
+    isolation_hold: fault_schedule::IsolationHold,
     /// How much of the committed log was scanned for voter sets, and the newest found.
     committed_voters: (usize, crate::voters::VoterSet),
     trace: Vec<String>,
@@ -344,6 +346,7 @@ impl Cluster {
         let membership_rng = SimRng::new(opts.seed.rotate_left(29) ^ 0x3C6E_F372);
         let committed_voters = (0, crate::voters::VoterSet::from_ids(voters.iter().copied()));
         let quiet_rng = SimRng::new(opts.seed.rotate_left(41) ^ 0x5851_F42D);
+        let opts_seed = opts.seed;
         let mut cluster = Cluster {
             opts,
             now: Duration::ZERO,
@@ -380,6 +383,7 @@ impl Cluster {
             quiet_rng,
             next_quiet: Duration::ZERO,
             quiet_until: Duration::ZERO,
+            isolation_hold: fault_schedule::IsolationHold::new(opts_seed),
             committed_voters,
             trace: Vec::new(),
             events: 0,

@@ -133,7 +133,10 @@ impl Cluster {
         }
         let (lo, hi) = (f.delay_min.as_nanos() as u64, f.delay_max.as_nanos() as u64);
         let dup = self.faults_on && self.rng.chance(f.duplicate);
-        let delay = Duration::from_nanos(self.rng.range(lo, hi));
+        let mut delay = Duration::from_nanos(self.rng.range(lo, hi));
+        if self.faults_on && f.straggle > 0.0 && self.rng.chance(f.straggle) {
+            delay += Duration::from_millis(self.rng.range(50, 250));
+        }
         if dup {
             let again = Duration::from_nanos(self.rng.range(lo, hi));
             let copy = match &wire {
