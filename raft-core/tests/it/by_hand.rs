@@ -14,7 +14,7 @@ use raft_core::{Config, Epoch, Instant, OffsetAndEpoch, ReplicaId, Role};
 
 /// The core of replica `id` among voters 1 to `n`, with `tune` applied to its configuration,
 /// started at time 0.
-fn core(id: u32, n: u32, tune: impl FnOnce(&mut Config)) -> Replica {
+pub(crate) fn core(id: u32, n: u32, tune: impl FnOnce(&mut Config)) -> Replica {
     let mut cfg = Config::new(ReplicaId(id), (1..=n).map(ReplicaId));
     tune(&mut cfg);
     let cfg = cfg.validate().unwrap();
@@ -23,7 +23,7 @@ fn core(id: u32, n: u32, tune: impl FnOnce(&mut Config)) -> Replica {
 }
 
 /// Steps `input` at `now` and makes any election state it persists durable at once.
-fn step(r: &mut Replica, now: u64, input: Input) -> Outputs {
+pub(crate) fn step(r: &mut Replica, now: u64, input: Input) -> Outputs {
     let mut out = Outputs::default();
     r.step(Instant(now), input, &mut out);
     if let Some((seq, _)) = out.persist {
@@ -33,7 +33,11 @@ fn step(r: &mut Replica, now: u64, input: Input) -> Outputs {
 }
 
 /// The id of the first request to `peer` in `out` that `pick` accepts.
-fn request_to(out: &Outputs, peer: u32, pick: impl Fn(&Request) -> bool) -> Option<RequestId> {
+pub(crate) fn request_to(
+    out: &Outputs,
+    peer: u32,
+    pick: impl Fn(&Request) -> bool,
+) -> Option<RequestId> {
     out.messages.iter().find_map(|m| match m {
         Outgoing::Request { to, id, request } if *to == ReplicaId(peer) && pick(request) => {
             Some(*id)
@@ -322,7 +326,11 @@ fn a_replica_shutting_down_never_campaigns() {
 }
 
 /// Ticks `r` every 10 ms from `*now` until `done`, or a minute; returns every output.
-fn tick_until(r: &mut Replica, now: &mut u64, done: impl Fn(&Replica) -> bool) -> Vec<Outputs> {
+pub(crate) fn tick_until(
+    r: &mut Replica,
+    now: &mut u64,
+    done: impl Fn(&Replica) -> bool,
+) -> Vec<Outputs> {
     let mut outs = Vec::new();
     let until = *now + 60_000_000_000;
     while !done(r) && *now < until {
@@ -332,7 +340,7 @@ fn tick_until(r: &mut Replica, now: &mut u64, done: impl Fn(&Replica) -> bool) -
     outs
 }
 
-fn vote_answer(epoch: u32, granted: bool) -> Response {
+pub(crate) fn vote_answer(epoch: u32, granted: bool) -> Response {
     Response::Vote(VoteResponse {
         error: None,
         epoch: Epoch(epoch),

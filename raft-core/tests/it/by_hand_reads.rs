@@ -1,0 +1,205 @@
+//! A leader's read rules driven by hand (see `by_hand`): which ReadIndex requests it refuses,
+//! and the exact instant its lease ends.
+
+use std::time::Duration;
+
+use raft_core::message::{
+    ErrorCode, FetchRequest, ReadBarrier, ReadIndexRequest, Request, RequestId, Response,
+};
+use raft_core::protocol::{Event, Input, LogOp, Outgoing, Outputs, ReadId, ReadMode, Replica};
+use raft_core::{Config, Epoch, Instant, Offset, ReplicaId, Role};
+
+use crate::by_hand::{core, request_to, step, tick_until, vote_answer};
+
+/// Replica 1 of three, elected leader of epoch 1 by hand (pre-vote off, r2's vote), its
+/// epoch-start record durable and fetched by r2, so that it has committed in its epoch and
+/// applied it. Returns the leader and the time reached.
+fn established_leader(tune: impl FnOnce(&mut Config)) -> (Replica, u64) {
+    let mut r = core(1, 3, |c| {
+        c.pre_vote = false;
+        tune(c);
+    });
+    let mut now = 0;
+    let outs = tick_until(&mut r, &mut now, |r| r.role() == Role::Candidate);
+    let ask = outs
+        .iter()
+        .find_map(|o| request_to(o, 2, |q| matches!(q, Request::Vote(_))))
+        .expect("a vote request to r2");
+    let granted = Input::Response {
+        from: ReplicaId(2),
+        id: ask,
+        response: vote_answer(1, true),
+    };
+    let out = step(&mut r, now, granted);
+    assert_eq!(r.role(), Role::Leader);
+    let seq = out
+        .log
+        .iter()
+        .rev()
+        .find_map(|op| match op {
+            LogOp::Append { seq, .. } => Some(*seq),
+            _ => None,
+        })
+        .expect("the epoch-start record is appended");
+    step(&mut r, now, Input::LogPersisted(seq));
+    let end = r.log_end();
+    step(
+        &mut r,
+        now,
+        fetch_from(2, end.offset, ReadBarrier::default()),
+    );
+    assert_eq!(r.high_watermark(), end.offset, "committed in its epoch");
+    step(&mut r, now, Input::Applied(end.offset));
+    (r, now)
+}
+
+/// A fetch from `replica` at `offset` echoing `barrier`, in epoch 1.
+fn fetch_from(replica: u32, offset: Offset, barrier: ReadBarrier) -> Input {
+    Input::Request {
+        from: ReplicaId(replica),
+        id: RequestId(u64::from(replica) * 1_000 + offset.0),
+        request: Request::Fetch(FetchRequest {
+            epoch: Epoch(1),
+            replica: ReplicaId(replica),
+            replica_directory: None,
+            fetch_offset: offset,
+            last_fetched_epoch: Epoch(1),
+            high_watermark: None,
+            read_barrier: barrier,
+            max_wait: Duration::ZERO,
+            max_bytes: 1 << 20,
+        }),
+    }
+}
+
+/// The error of the ReadIndex answer in `out`, if the request was answered.
+fn read_index_answer(out: &Outputs) -> Option<Option<ErrorCode>> {
+    out.messages.iter().find_map(|m| match m {
+        Outgoing::Response {
+            response: Response::ReadIndex(resp),
+            ..
+        } => Some(resp.error),
+        _ => None,
+    })
+}
+
+fn read_index(from: u32, replica: u32, epoch: u32) -> Input {
+    Input::Request {
+        from: ReplicaId(from),
+        id: RequestId(77),
+        request: Request::ReadIndex(ReadIndexRequest {
+            epoch: Epoch(epoch),
+            replica: ReplicaId(replica),
+            read_count: 1,
+            lease: false,
+        }),
+    }
+}
+
+#[test]
+fn a_leader_refuses_read_index_requests_that_are_not_its_followers_in_its_epoch() {
+    // Goal: a ReadIndex request is confirmed only for a follower of this leader in this epoch:
+    // a sender naming another replica is refused as invalid, an earlier epoch as fenced, a
+    // later one as unknown, and a replica that does not lead answers NotLeader, at once (so
+    // that the asking follower retries elsewhere rather than waiting out its deadline).
+    // Method: an established leader of epoch 1 gets each request; a follower core of r2 gets
+    // a valid one.
+    let (mut r, now) = established_leader(|_| {});
+    for (input, expected) in [
+        (read_index(2, 3, 1), Some(ErrorCode::InvalidRequest)),
+        (read_index(2, 2, 0), Some(ErrorCode::FencedLeaderEpoch)),
+        (read_index(2, 2, 2), Some(ErrorCode::UnknownLeaderEpoch)),
+    ] {
+        let out = step(&mut r, now, input);
+        assert_eq!(read_index_answer(&out), Some(expected));
+    }
+    assert_eq!((r.role(), r.epoch()), (Role::Leader, Epoch(1)));
+    // The valid request is taken into a confirmation round, not refused.
+    let out = step(&mut r, now, read_index(2, 2, 1));
+    assert_eq!(read_index_answer(&out), None, "answered before its round");
+
+    let mut follower = core(2, 3, |_| {});
+    let begin = Input::Request {
+        from: ReplicaId(1),
+        id: RequestId(1),
+        request: Request::BeginQuorumEpoch(raft_core::message::BeginQuorumEpochRequest {
+            epoch: Epoch(1),
+            leader: ReplicaId(1),
+            voter: ReplicaId(2),
+            voter_directory: None,
+        }),
+    };
+    step(&mut follower, 0, begin);
+    assert_eq!(follower.role(), Role::Follower);
+    let out = step(&mut follower, 0, read_index(3, 3, 1));
+    assert_eq!(read_index_answer(&out), Some(Some(ErrorCode::NotLeader)));
+}
+
+#[test]
+fn a_leader_refuses_read_index_requests_while_it_resigns() {
+    // Goal: a resigning leader confirms no more reads (its successor may already be
+    // elected): a ReadIndex request is answered NotLeader.
+    // Method: an established leader is told to resign, then asked.
+    let (mut r, now) = established_leader(|_| {});
+    step(&mut r, now, Input::Resign);
+    let out = step(&mut r, now, read_index(2, 2, 1));
+    assert_eq!(read_index_answer(&out), Some(Some(ErrorCode::NotLeader)));
+}
+
+/// Whether a lease-mode read asked at `at` is ready in the step that asks for it.
+fn served_at_once(r: &mut Replica, at: u64, id: u64) -> bool {
+    let read = Input::Read {
+        id: ReadId(id),
+        mode: ReadMode::Lease,
+        deadline: Instant(at + 1_000_000_000),
+    };
+    let out = step(r, at, read);
+    out.events
+        .iter()
+        .any(|e| matches!(e, Event::ReadReady { id: got, .. } if *got == ReadId(id)))
+}
+
+#[test]
+fn the_lease_ends_exactly_one_fetch_timeout_less_the_drift_margin_after_its_anchor() {
+    // Goal: D6: a lease read skips the round only strictly before anchor + fetch timeout -
+    // drift margin, where the anchor is when the barrier one follower echoed was raised (one
+    // follower plus the leader is a majority of three). Without lease reads configured, a
+    // lease-mode read always waits for its round.
+    // Method: the leader raises a barrier on a tick at time b; r2 echoes it later; lease
+    // reads are asked 1 ns before the end and at the end. The other follower never fetches.
+    let margin = Duration::from_millis(40);
+    let (mut r, now) = established_leader(|c| {
+        c.lease_reads = true;
+        c.lease_drift_margin = margin;
+    });
+    let fetch_timeout = r.config().fetch_timeout;
+    // With leases, the leader raises a barrier as soon as it is established (to have echoes
+    // renew the lease), in the step that established it.
+    let barrier = r.read_barrier();
+    assert!(barrier > ReadBarrier::default(), "a barrier was raised");
+    let raised = now;
+    let end = r.log_end().offset;
+    step(&mut r, raised + 5_000_000, fetch_from(2, end, barrier));
+    let lease_end = raised + (fetch_timeout - margin).as_nanos() as u64;
+    assert!(served_at_once(&mut r, lease_end - 1, 1), "inside the lease");
+    assert!(!served_at_once(&mut r, lease_end, 2), "at the lease's end");
+
+    let (mut r, mut now) = established_leader(|c| c.lease_reads = false);
+    now += 1_000_000;
+    step(
+        &mut r,
+        now,
+        Input::Read {
+            id: ReadId(9),
+            mode: ReadMode::Linearizable,
+            deadline: Instant(now + 1_000_000_000),
+        },
+    );
+    let barrier = r.read_barrier();
+    let end = r.log_end().offset;
+    step(&mut r, now + 1_000_000, fetch_from(2, end, barrier));
+    assert!(
+        !served_at_once(&mut r, now + 2_000_000, 3),
+        "a lease without lease reads configured"
+    );
+}
