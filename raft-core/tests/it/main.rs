@@ -17,6 +17,7 @@ mod driver_outcomes;
 mod driver_sim;
 mod driver_snapshots;
 mod election;
+mod liveness_checks;
 mod membership;
 mod observers;
 mod prevote;

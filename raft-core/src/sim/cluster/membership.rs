@@ -339,7 +339,7 @@ impl Cluster {
 
     /// Keeps the newest voter set of the committed log up to date, scanning only what was
     /// committed since the last call.
-    fn advance_committed_voters(&mut self) {
+    pub(super) fn advance_committed_voters(&mut self) {
         let committed = self.checker.committed();
         let (scanned, _) = &self.committed_voters;
         let mut newest = None;
