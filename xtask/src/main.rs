@@ -209,14 +209,16 @@ fn ci() -> Result<(), String> {
         "--expect-catch".into(),
     ])?;
     // The exhaustive, bounded model check of the core (debug build): every interleaving to a
-    // small depth from a cold start and from an elected leader, then the planted bugs it
-    // catches, each at the depth of its shortest trace.
+    // small depth from a cold start, from an elected leader and from a second election, then
+    // the planted bugs it catches, each at the depth of its shortest trace.
     explore(&["--start", "cold", "--depth", "5"].map(String::from))?;
     explore(&["--start", "leader", "--depth", "5"].map(String::from))?;
+    explore(&["--start", "failover", "--depth", "4"].map(String::from))?;
     for (planted, start, depth) in [
         ("hw-counts-unsynced-leader", "leader", "4"),
         ("ack-unsynced", "leader", "4"),
         ("prevote-changes-state", "cold", "2"),
+        ("skip-epoch-start-check", "failover", "3"),
     ] {
         explore(
             &[

@@ -38,7 +38,8 @@ fn parse() -> Result<(Options, bool), String> {
                 opts.start = match it.next().as_deref() {
                     Some("cold") => Start::Cold,
                     Some("leader") => Start::Leader,
-                    other => return Err(format!("--start cold|leader, not {other:?}")),
+                    Some("failover") => Start::Failover,
+                    other => return Err(format!("--start cold|leader|failover, not {other:?}")),
                 }
             }
             "--planted" => {

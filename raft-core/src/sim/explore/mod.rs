@@ -26,7 +26,11 @@
 //! Two starts: [`Start::Cold`] (empty storage) and [`Start::Leader`], the state a scripted
 //! prefix reaches: replica 1 leads epoch 1, its epoch-start record committed, one proposal
 //! appended (not yet synced), the followers' fetches in flight. Shallow depths from there reach
-//! commits, failovers of a fresh leader and lost unsynced tails.
+//! commits, failovers of a fresh leader and lost unsynced tails. A third, [`Start::Failover`],
+//! continues that prefix into a second election: the proposal committed through replica 2
+//! only, replica 1 crashed and restarted, replica 2 just elected in a later epoch, where the rules
+//! of a new leader's first moments (its epoch-start check, votes while a leader lives) are a
+//! few actions away.
 
 pub mod model;
 
@@ -45,6 +49,9 @@ pub enum Start {
     Cold,
     /// Replica 1 leads epoch 1 with its epoch-start record committed and one proposal appended.
     Leader,
+    /// After [`Start::Leader`]: the proposal committed through replica 2, replica 1 crashed
+    /// and restarted, and replica 2 just elected in a later epoch (not yet committed).
+    Failover,
 }
 
 impl Start {
@@ -53,6 +60,7 @@ impl Start {
         match self {
             Start::Cold => "cold",
             Start::Leader => "leader",
+            Start::Failover => "failover",
         }
     }
 }
@@ -122,32 +130,37 @@ pub struct Report {
     pub elapsed: Duration,
 }
 
-/// The start state of `start` in `model`, or what went wrong on the way (a planted bug may
-/// break the scripted prefix itself).
-pub fn start_state(model: &Model, start: Start) -> Result<State, String> {
-    let mut st = model.cold();
-    if start == Start::Cold {
-        return Ok(st);
-    }
-    // A fair, fault-free schedule: syncs first, then messages in order, then timers; only
-    // replica 1's timers fire until it leads, so that it is the one elected.
-    let leader_ready = |st: &State| {
-        let r = &st.nodes[0].replica;
-        r.role() == Role::Leader && r.high_watermark() >= Offset(1)
-    };
+/// Runs `model` from `st` on a fair, fault-free schedule (syncs first, then messages in order,
+/// then the earliest timer) until `done`, delivering only the messages `deliver` accepts (by
+/// sender and receiver index) and firing only the timers `timer` accepts (by replica index and
+/// state). Returns whether `done` was reached; a violation on the way is an error.
+fn fair_run(
+    model: &Model,
+    st: &mut State,
+    deliver: impl Fn(usize, usize) -> bool,
+    timer: impl Fn(&State, usize) -> bool,
+    done: impl Fn(&State) -> bool,
+) -> Result<bool, String> {
     for _ in 0..10_000 {
-        if leader_ready(&st) {
-            break;
+        if done(st) {
+            return Ok(true);
         }
-        let acts = model.actions(&st);
+        let acts = model.actions(st);
         let pick = acts
             .iter()
             .find(|a| matches!(a, Action::Sync(_)))
-            .or_else(|| acts.iter().find(|a| matches!(a, Action::Deliver(_))))
             .or_else(|| {
-                let leading = st.nodes[0].replica.role() == Role::Leader;
+                acts.iter().find(|a| match a {
+                    Action::Deliver(k) => {
+                        let (from, to) = st.link(*k);
+                        deliver(from, to)
+                    }
+                    _ => false,
+                })
+            })
+            .or_else(|| {
                 acts.iter()
-                    .filter(|a| matches!(a, Action::Timer(i) if leading || *i == 0))
+                    .filter(|a| matches!(a, Action::Timer(i) if timer(st, *i)))
                     .min_by_key(|a| match a {
                         Action::Timer(i) => st.nodes[*i].replica.next_deadline(),
                         _ => unreachable!(),
@@ -155,7 +168,7 @@ pub fn start_state(model: &Model, start: Start) -> Result<State, String> {
             })
             .copied();
         let Some(a) = pick else { break };
-        model.apply(&mut st, a);
+        model.apply(st, a);
         if !st.violations().is_empty() {
             return Err(format!(
                 "the scripted prefix: {}",
@@ -163,7 +176,23 @@ pub fn start_state(model: &Model, start: Start) -> Result<State, String> {
             ));
         }
     }
-    if !leader_ready(&st) {
+    Ok(done(st))
+}
+
+/// The start state of `start` in `model`, or what went wrong on the way (a planted bug may
+/// break the scripted prefix itself).
+pub fn start_state(model: &Model, start: Start) -> Result<State, String> {
+    let mut st = model.cold();
+    if start == Start::Cold {
+        return Ok(st);
+    }
+    // Only replica 1's timers fire until it leads, so that it is the one elected.
+    let leader_ready = |st: &State| {
+        let r = &st.nodes[0].replica;
+        r.role() == Role::Leader && r.high_watermark() >= Offset(1)
+    };
+    let leading = |st: &State, i: usize| i == 0 || st.nodes[0].replica.role() == Role::Leader;
+    if !fair_run(model, &mut st, |_, _| true, leading, leader_ready)? {
         return Err("the scripted prefix did not elect replica 1".into());
     }
     let end = st.nodes[0].replica.log_end().offset;
@@ -183,8 +212,30 @@ pub fn start_state(model: &Model, start: Start) -> Result<State, String> {
             st.violations().join("; ")
         ));
     }
+    if start == Start::Failover {
+        failover(model, &mut st)?;
+    }
     st.reset_budget();
     Ok(st)
+}
+
+/// From [`Start::Leader`]: the proposal commits through replica 2 alone (replica 3's messages
+/// wait in the network) and replica 2 learns that; replica 1 crashes and restarts; replica 2
+/// is elected in a later epoch and stops there, its epoch-start record not yet committed and its
+/// high watermark (learned as a follower) above what replica 3 holds.
+fn failover(model: &Model, st: &mut State) -> Result<(), String> {
+    let proposal_end = st.nodes[0].replica.log_end().offset;
+    let knows_commit = |st: &State| st.nodes[1].replica.high_watermark() >= proposal_end;
+    let without_3 = |from: usize, to: usize| from != 2 && to != 2;
+    if !fair_run(model, st, without_3, |_, i| i != 2, knows_commit)? {
+        return Err("the failover prefix: replica 2 did not learn of the commit".into());
+    }
+    model.apply(st, Action::Crash(0));
+    let elected = |st: &State| st.nodes[1].replica.role() == Role::Leader;
+    if !fair_run(model, st, |_, _| true, |_, i| i == 1, elected)? {
+        return Err("the failover prefix did not elect replica 2".into());
+    }
+    Ok(())
 }
 
 /// Runs the exploration `opts` asks for.

@@ -589,6 +589,12 @@ impl State {
         self.used = Budget::default();
     }
 
+    /// The sender's and receiver's index of the message at `k` in the network.
+    pub(super) fn link(&self, k: usize) -> (usize, usize) {
+        let m = &self.net[k];
+        (idx(m.from), idx(m.to))
+    }
+
     /// The model clock.
     pub fn now(&self) -> Instant {
         self.now

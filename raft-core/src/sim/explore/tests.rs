@@ -69,6 +69,22 @@ fn a_pre_vote_changing_its_receiver_is_caught_at_depth_2() {
 }
 
 #[test]
+fn the_protocol_passes_after_a_failover() {
+    let r = run(3, Start::Failover, None);
+    assert_clean(&r, 3);
+    assert!(r.distinct > 1_000, "{r:?}");
+}
+
+#[test]
+fn a_new_leader_skipping_its_epoch_start_check_is_caught_at_depth_3() {
+    // Replica 3 (which lacks the proposal) learns of the new leader and fetches from it: the
+    // leader counts that fetch toward a high watermark below the one it knew as a follower,
+    // before committing in its epoch (KAFKA-12619), and the core's own assertion trips.
+    let v = caught(Planted::SkipEpochStartCheck, Start::Failover, 3);
+    assert!(v.messages[0].contains("never decreases"), "{v:#?}");
+}
+
+#[test]
 fn a_follower_read_without_the_leader_is_caught_at_depth_2() {
     // The negative control of the read rule: a follower that has not yet learned the high
     // watermark serves a read below what was committed before the read started.
