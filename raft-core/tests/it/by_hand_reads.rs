@@ -203,3 +203,27 @@ fn the_lease_ends_exactly_one_fetch_timeout_less_the_drift_margin_after_its_anch
         "a lease without lease reads configured"
     );
 }
+
+#[test]
+fn with_leases_an_idle_leader_raises_a_barrier_every_quarter_fetch_timeout() {
+    // Goal: D6: without client reads, a leader with leases raises a new read barrier every
+    // quarter of the fetch timeout, so that the followers' echoes keep renewing the lease;
+    // neither far more often (a round per step) nor far less (the lease would lapse between
+    // renewals). Method: an established leader whose followers echo each barrier at once is
+    // stepped every 5 ms for ten fetch timeouts; about forty barriers must be raised.
+    let (mut r, mut now) = established_leader(|c| c.lease_reads = true);
+    let fetch_timeout = r.config().fetch_timeout.as_nanos() as u64;
+    let start = r.read_barrier();
+    let until = now + 10 * fetch_timeout;
+    let end = r.log_end().offset;
+    while now < until {
+        now += 5_000_000;
+        step(&mut r, now, Input::Tick);
+        for follower in [2, 3] {
+            let echo = r.read_barrier();
+            step(&mut r, now, fetch_from(follower, end, echo));
+        }
+    }
+    let raised = r.read_barrier().0 - start.0;
+    assert!((36..=44).contains(&raised), "{raised} barriers raised");
+}

@@ -415,3 +415,27 @@ fn lease_outlives_no_vote_only_with_its_drift_margin() {
         "the checker missed the stale read: {violations:#?}"
     );
 }
+
+#[test]
+fn a_single_voter_confirms_its_own_reads_at_once() {
+    // Goal: a leader that is the only voter needs nobody's confirmation: a linearizable read
+    // is ready in the step that asks for it (no later step would come to confirm it: without
+    // clients or peers the replica has nothing else to do until the read's deadline).
+    // Method: one voter, one write, then reads in both modes.
+    let mut c = Cluster::new(ClusterOptions {
+        seed: 21,
+        voters: 1,
+        ..ClusterOptions::default()
+    });
+    let leader = settle(&mut c);
+    write_committed(&mut c, leader, 5, 55);
+    for mode in [ReadMode::Linearizable, ReadMode::Lease] {
+        let read = c.start_read(leader, 5, mode);
+        assert!(
+            matches!(c.read_outcome(read), Some(Ok((_, 55)))),
+            "{mode:?}: {:?}",
+            c.read_outcome(read)
+        );
+    }
+    assert_no_violations(&c);
+}
