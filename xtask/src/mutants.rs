@@ -62,6 +62,10 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
         .arg("--output")
         .arg(&out)
         .args(["--no-shuffle", "--colors", "never"]);
+    // Without debug info a mutant's rebuild of raft-core's test targets takes about half as
+    // long (6 s instead of 12 here); the first mutant pays one rebuild of the dependencies.
+    cmd.env("CARGO_PROFILE_DEV_DEBUG", "0")
+        .env("CARGO_PROFILE_TEST_DEBUG", "0");
     // Lists left by an earlier run must not stand in for this one's if it fails to start.
     let lists = out.join("mutants.out");
     if lists.exists() {
