@@ -121,8 +121,11 @@ pub struct RunReport {
     pub acknowledged: u64,
     /// Client operations checked for linearizability.
     pub operations: u64,
-    /// Histories too large for the checker's step bound (not counted as violations).
+    /// Histories too large for the checker's step bound (a sweep fails on any).
     pub inconclusive: u64,
+    /// Client reads that failed (their deadline passed, or the replica shut down), which a
+    /// client retries; counted so that a run where reads mostly fail shows.
+    pub reads_failed: u64,
     /// Snapshots replicas downloaded and installed.
     pub snapshots_installed: u64,
     /// The highest epoch reached.
@@ -154,6 +157,7 @@ pub fn run(options: RunOptions) -> RunReport {
                 acknowledged: 0,
                 operations: 0,
                 inconclusive: 0,
+                reads_failed: 0,
                 snapshots_installed: 0,
                 max_epoch: 0,
                 events: 0,

@@ -50,11 +50,13 @@ fn run_seeds_with(seeds: impl IntoIterator<Item = (u64, u32, u32)>, membership: 
         let mut options = RunOptions::new(seed, voters, observers);
         options.membership = membership;
         let report = run(options.clone());
-        if !report.violations.is_empty() {
+        // A history the checker could not decide is not a pass either.
+        if !report.violations.is_empty() || report.inconclusive > 0 {
             failures.push(format!(
-                "{}\n  faults: {:?}\n  {}",
+                "{}\n  faults: {:?}\n  undecided histories: {}\n  {}",
                 options.replay_command(),
                 report.faults,
+                report.inconclusive,
                 report.violations.join("\n  ")
             ));
         }

@@ -224,6 +224,8 @@ pub struct Cluster {
     sequential: BTreeMap<(usize, u32), Offset>,
     /// Histories the checker could not decide within its step bound.
     inconclusive: u64,
+    /// Client reads that failed.
+    reads_failed: u64,
     /// Snapshots installed by any replica.
     installs: u64,
     acknowledged: u64,
@@ -370,6 +372,7 @@ impl Cluster {
             history: Vec::new(),
             sequential: BTreeMap::new(),
             inconclusive: 0,
+            reads_failed: 0,
             installs: 0,
             acknowledged: 0,
             next_partition: Duration::ZERO,
@@ -620,6 +623,7 @@ impl Cluster {
             acknowledged: self.acknowledged,
             operations: self.history.len() as u64,
             inconclusive: self.inconclusive,
+            reads_failed: self.reads_failed,
             snapshots_installed: self.installs,
             max_epoch,
             events: self.events,

@@ -138,7 +138,9 @@ impl Cluster {
     }
 
     pub(super) fn read_failed(&mut self, _i: usize, read: ReadId, error: ReadFailure) {
-        self.reads.remove(&read.0);
+        if self.reads.remove(&read.0).is_some() {
+            self.reads_failed += 1;
+        }
         if let Some(slot) = self.scripted.get_mut(&read.0) {
             *slot = Some(Err(error));
         }
