@@ -227,3 +227,60 @@ fn with_leases_an_idle_leader_raises_a_barrier_every_quarter_fetch_timeout() {
     let raised = r.read_barrier().0 - start.0;
     assert!((36..=44).contains(&raised), "{raised} barriers raised");
 }
+
+/// The failure reported for read `id` in `out`, if any.
+fn read_failure(out: &Outputs, id: u64) -> Option<raft_core::protocol::ReadFailure> {
+    out.events.iter().find_map(|e| match e {
+        Event::ReadFailed { id: got, error } if *got == ReadId(id) => Some(*error),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_read_that_runs_out_of_time_says_whether_a_leader_was_known() {
+    // Goal: a read failing at its deadline tells the client why: `Timeout` when the replica
+    // follows a leader it could not get a confirmation from in time (retrying there may
+    // work), `NoLeader` when it knows of none (retry elsewhere, or later).
+    // Method: r3 follows r1; its ReadIndex request for a read fails (unreachable), so the read
+    // waits for the retry backoff and meets its deadline first. A fresh r3 that knows no
+    // leader gets the same read.
+    use raft_core::protocol::ReadFailure;
+    let mut r = core(3, 3, |_| {});
+    let begin = Input::Request {
+        from: ReplicaId(1),
+        id: RequestId(1),
+        request: Request::BeginQuorumEpoch(raft_core::message::BeginQuorumEpochRequest {
+            epoch: Epoch(1),
+            leader: ReplicaId(1),
+            voter: ReplicaId(3),
+            voter_directory: None,
+        }),
+    };
+    let now = 1_000_000;
+    step(&mut r, now, begin);
+    let read = Input::Read {
+        id: ReadId(1),
+        mode: ReadMode::Linearizable,
+        deadline: Instant(now + 2_000_000),
+    };
+    let out = step(&mut r, now, read);
+    let asked = request_to(&out, 1, |q| matches!(q, Request::ReadIndex(_)))
+        .expect("the follower asks the leader");
+    let failed = Input::RequestFailed {
+        to: ReplicaId(1),
+        id: asked,
+    };
+    step(&mut r, now, failed);
+    let out = step(&mut r, now + 2_000_000, Input::Tick);
+    assert_eq!(read_failure(&out, 1), Some(ReadFailure::Timeout));
+
+    let mut r = core(3, 3, |_| {});
+    let read = Input::Read {
+        id: ReadId(2),
+        mode: ReadMode::Linearizable,
+        deadline: Instant(now + 2_000_000),
+    };
+    step(&mut r, now, read);
+    let out = step(&mut r, now + 2_000_000, Input::Tick);
+    assert_eq!(read_failure(&out, 2), Some(ReadFailure::NoLeader));
+}
