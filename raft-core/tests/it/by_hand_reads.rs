@@ -284,3 +284,59 @@ fn a_read_that_runs_out_of_time_says_whether_a_leader_was_known() {
     let out = step(&mut r, now + 2_000_000, Input::Tick);
     assert_eq!(read_failure(&out, 2), Some(ReadFailure::NoLeader));
 }
+
+#[test]
+fn a_follower_asks_for_a_lease_only_when_every_read_in_the_batch_accepts_one() {
+    // Goal: D6: the leader may answer a ReadIndex request from its lease only when every read
+    // it stands for asked for lease mode; a linearizable read always gets its round.
+    // Method: r3 follows r1; a lease-mode read goes out with `lease` set; after its answer, a
+    // linearizable read goes out without it.
+    let mut r = core(3, 3, |_| {});
+    let begin = Input::Request {
+        from: ReplicaId(1),
+        id: RequestId(1),
+        request: Request::BeginQuorumEpoch(raft_core::message::BeginQuorumEpochRequest {
+            epoch: Epoch(1),
+            leader: ReplicaId(1),
+            voter: ReplicaId(3),
+            voter_directory: None,
+        }),
+    };
+    let now = 1_000_000;
+    step(&mut r, now, begin);
+    for (n, mode) in [ReadMode::Lease, ReadMode::Linearizable]
+        .into_iter()
+        .enumerate()
+    {
+        let read = Input::Read {
+            id: ReadId(n as u64),
+            mode,
+            deadline: Instant(now + 1_000_000_000),
+        };
+        let out = step(&mut r, now, read);
+        let (id, lease) = out
+            .messages
+            .iter()
+            .find_map(|m| match m {
+                Outgoing::Request {
+                    id,
+                    request: Request::ReadIndex(q),
+                    ..
+                } => Some((*id, q.lease)),
+                _ => None,
+            })
+            .expect("the follower asks the leader");
+        assert_eq!(lease, mode == ReadMode::Lease, "{mode:?}");
+        let answer = Input::Response {
+            from: ReplicaId(1),
+            id,
+            response: Response::ReadIndex(raft_core::message::ReadIndexResponse {
+                error: None,
+                epoch: Epoch(1),
+                leader: Some(ReplicaId(1)),
+                read_offset: Some(Offset(0)),
+            }),
+        };
+        step(&mut r, now, answer);
+    }
+}
