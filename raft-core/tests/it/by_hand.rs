@@ -5,12 +5,14 @@
 //! lease's hold on votes after a restart.
 
 use raft_core::io::LogState;
+use std::time::Duration;
+
 use raft_core::message::{
-    BeginQuorumEpochRequest, EpochResponse, FetchResponse, ReadBarrier, Request, RequestId,
-    Response, VoteRequest, VoteResponse,
+    BeginQuorumEpochRequest, EpochResponse, FetchRequest, FetchResponse, ReadBarrier, Request,
+    RequestId, Response, VoteRequest, VoteResponse,
 };
-use raft_core::protocol::{Event, Input, Outgoing, Outputs, Replica, VoterHistory};
-use raft_core::{Config, Epoch, Instant, OffsetAndEpoch, ReplicaId, Role};
+use raft_core::protocol::{Event, Input, LogOp, Outgoing, Outputs, Replica, VoterHistory};
+use raft_core::{Config, Epoch, Instant, Offset, OffsetAndEpoch, ReplicaId, Role};
 
 /// The core of replica `id` among voters 1 to `n`, with `tune` applied to its configuration,
 /// started at time 0.
@@ -529,4 +531,65 @@ fn a_response_counts_only_as_the_answer_of_the_replica_asked() {
         request_to(&out, 2, vote).is_some(),
         "r2 is asked again: {out:?}"
     );
+}
+
+/// Replica 1 of three, elected leader of epoch 1 by hand (pre-vote off, r2's vote), its
+/// epoch-start record durable and fetched by r2, so that it has committed in its epoch and
+/// applied it. Returns the leader and the time reached.
+pub(crate) fn established_leader(tune: impl FnOnce(&mut Config)) -> (Replica, u64) {
+    let mut r = core(1, 3, |c| {
+        c.pre_vote = false;
+        tune(c);
+    });
+    let mut now = 0;
+    let outs = tick_until(&mut r, &mut now, |r| r.role() == Role::Candidate);
+    let ask = outs
+        .iter()
+        .find_map(|o| request_to(o, 2, |q| matches!(q, Request::Vote(_))))
+        .expect("a vote request to r2");
+    let granted = Input::Response {
+        from: ReplicaId(2),
+        id: ask,
+        response: vote_answer(1, true),
+    };
+    let out = step(&mut r, now, granted);
+    assert_eq!(r.role(), Role::Leader);
+    let seq = out
+        .log
+        .iter()
+        .rev()
+        .find_map(|op| match op {
+            LogOp::Append { seq, .. } => Some(*seq),
+            _ => None,
+        })
+        .expect("the epoch-start record is appended");
+    step(&mut r, now, Input::LogPersisted(seq));
+    let end = r.log_end();
+    step(
+        &mut r,
+        now,
+        fetch_from(2, end.offset, ReadBarrier::default()),
+    );
+    assert_eq!(r.high_watermark(), end.offset, "committed in its epoch");
+    step(&mut r, now, Input::Applied(end.offset));
+    (r, now)
+}
+
+/// A fetch from `replica` at `offset` echoing `barrier`, in epoch 1.
+pub(crate) fn fetch_from(replica: u32, offset: Offset, barrier: ReadBarrier) -> Input {
+    Input::Request {
+        from: ReplicaId(replica),
+        id: RequestId(u64::from(replica) * 1_000 + offset.0),
+        request: Request::Fetch(FetchRequest {
+            epoch: Epoch(1),
+            replica: ReplicaId(replica),
+            replica_directory: None,
+            fetch_offset: offset,
+            last_fetched_epoch: Epoch(1),
+            high_watermark: None,
+            read_barrier: barrier,
+            max_wait: Duration::ZERO,
+            max_bytes: 1 << 20,
+        }),
+    }
 }

@@ -3,74 +3,11 @@
 
 use std::time::Duration;
 
-use raft_core::message::{
-    ErrorCode, FetchRequest, ReadBarrier, ReadIndexRequest, Request, RequestId, Response,
-};
-use raft_core::protocol::{Event, Input, LogOp, Outgoing, Outputs, ReadId, ReadMode, Replica};
-use raft_core::{Config, Epoch, Instant, Offset, ReplicaId, Role};
+use raft_core::message::{ErrorCode, ReadBarrier, ReadIndexRequest, Request, RequestId, Response};
+use raft_core::protocol::{Event, Input, Outgoing, Outputs, ReadId, ReadMode, Replica};
+use raft_core::{Epoch, Instant, Offset, ReplicaId, Role};
 
-use crate::by_hand::{core, request_to, step, tick_until, vote_answer};
-
-/// Replica 1 of three, elected leader of epoch 1 by hand (pre-vote off, r2's vote), its
-/// epoch-start record durable and fetched by r2, so that it has committed in its epoch and
-/// applied it. Returns the leader and the time reached.
-fn established_leader(tune: impl FnOnce(&mut Config)) -> (Replica, u64) {
-    let mut r = core(1, 3, |c| {
-        c.pre_vote = false;
-        tune(c);
-    });
-    let mut now = 0;
-    let outs = tick_until(&mut r, &mut now, |r| r.role() == Role::Candidate);
-    let ask = outs
-        .iter()
-        .find_map(|o| request_to(o, 2, |q| matches!(q, Request::Vote(_))))
-        .expect("a vote request to r2");
-    let granted = Input::Response {
-        from: ReplicaId(2),
-        id: ask,
-        response: vote_answer(1, true),
-    };
-    let out = step(&mut r, now, granted);
-    assert_eq!(r.role(), Role::Leader);
-    let seq = out
-        .log
-        .iter()
-        .rev()
-        .find_map(|op| match op {
-            LogOp::Append { seq, .. } => Some(*seq),
-            _ => None,
-        })
-        .expect("the epoch-start record is appended");
-    step(&mut r, now, Input::LogPersisted(seq));
-    let end = r.log_end();
-    step(
-        &mut r,
-        now,
-        fetch_from(2, end.offset, ReadBarrier::default()),
-    );
-    assert_eq!(r.high_watermark(), end.offset, "committed in its epoch");
-    step(&mut r, now, Input::Applied(end.offset));
-    (r, now)
-}
-
-/// A fetch from `replica` at `offset` echoing `barrier`, in epoch 1.
-fn fetch_from(replica: u32, offset: Offset, barrier: ReadBarrier) -> Input {
-    Input::Request {
-        from: ReplicaId(replica),
-        id: RequestId(u64::from(replica) * 1_000 + offset.0),
-        request: Request::Fetch(FetchRequest {
-            epoch: Epoch(1),
-            replica: ReplicaId(replica),
-            replica_directory: None,
-            fetch_offset: offset,
-            last_fetched_epoch: Epoch(1),
-            high_watermark: None,
-            read_barrier: barrier,
-            max_wait: Duration::ZERO,
-            max_bytes: 1 << 20,
-        }),
-    }
-}
+use crate::by_hand::{core, established_leader, fetch_from, request_to, step};
 
 /// The error of the ReadIndex answer in `out`, if the request was answered.
 fn read_index_answer(out: &Outputs) -> Option<Option<ErrorCode>> {

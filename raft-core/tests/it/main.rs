@@ -9,6 +9,7 @@
 //! <epoch> leader=<leader>`.
 
 mod by_hand;
+mod by_hand_epochs;
 mod by_hand_reads;
 mod check_quorum;
 mod driver;

@@ -1,0 +1,150 @@
+//! BeginQuorumEpoch and EndQuorumEpoch at the edges of their rules, and a resigned leader's
+//! retries, driven by hand (see `by_hand`).
+
+use raft_core::message::{
+    BeginQuorumEpochRequest, EndQuorumEpochRequest, ErrorCode, Request, RequestId, Response,
+};
+use raft_core::protocol::{Event, Input, Outgoing, Outputs, Replica};
+use raft_core::{Epoch, ReplicaId, Role};
+
+use crate::by_hand::{core, established_leader, request_to, step, tick_until};
+
+fn begin(from: u32, epoch: u32, leader: u32, voter: u32) -> Input {
+    Input::Request {
+        from: ReplicaId(from),
+        id: RequestId(500 + u64::from(from)),
+        request: Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
+            epoch: Epoch(epoch),
+            leader: ReplicaId(leader),
+            voter: ReplicaId(voter),
+            voter_directory: None,
+        }),
+    }
+}
+
+fn end_epoch(from: u32, epoch: u32, successors: &[u32]) -> Input {
+    Input::Request {
+        from: ReplicaId(from),
+        id: RequestId(600 + u64::from(from)),
+        request: Request::EndQuorumEpoch(EndQuorumEpochRequest {
+            epoch: Epoch(epoch),
+            leader: ReplicaId(from),
+            preferred_successors: successors.iter().map(|s| ReplicaId(*s)).collect(),
+        }),
+    }
+}
+
+/// The error of the (BeginQuorumEpoch or EndQuorumEpoch) answer in `out`.
+fn epoch_answer(out: &Outputs) -> Option<Option<ErrorCode>> {
+    out.messages.iter().find_map(|m| match m {
+        Outgoing::Response {
+            response: Response::BeginQuorumEpoch(e) | Response::EndQuorumEpoch(e),
+            ..
+        } => Some(e.error),
+        _ => None,
+    })
+}
+
+fn reported_inconsistent(out: &Outputs) -> bool {
+    out.events
+        .iter()
+        .any(|e| matches!(e, Event::InconsistentLeader { .. }))
+}
+
+/// A core of r3 following r1 in `epoch`.
+fn follower_of_1(epoch: u32) -> Replica {
+    let mut r = core(3, 3, |_| {});
+    let out = step(&mut r, 1_000, begin(1, epoch, 1, 3));
+    assert_eq!(epoch_answer(&out), Some(None));
+    assert_eq!((r.role(), r.leader()), (Role::Follower, Some(ReplicaId(1))));
+    r
+}
+
+#[test]
+fn begin_quorum_epoch_in_the_current_epoch_is_followed_only_when_it_fits() {
+    // Goal: in the epoch it is in, a replica accepts a BeginQuorumEpoch that names the leader
+    // it knows (again) or the first leader it hears of, and refuses (and reports) one naming
+    // another leader, or one that a leader receives naming itself.
+    // Method: four cores driven by hand.
+    let mut r = follower_of_1(1);
+    let out = step(&mut r, 2_000, begin(1, 1, 1, 3));
+    assert_eq!(epoch_answer(&out), Some(None), "the same leader again");
+    assert!(!reported_inconsistent(&out));
+    let out = step(&mut r, 2_000, begin(2, 1, 2, 3));
+    assert_eq!(epoch_answer(&out), Some(Some(ErrorCode::InvalidRequest)));
+    assert!(reported_inconsistent(&out), "a second leader of epoch 1");
+    assert_eq!(r.leader(), Some(ReplicaId(1)));
+
+    // A candidate of epoch 1 (pre-vote off) follows the leader it is told of.
+    let mut r = core(3, 3, |c| c.pre_vote = false);
+    let mut now = 0;
+    tick_until(&mut r, &mut now, |r| r.role() == Role::Candidate);
+    assert_eq!(r.epoch(), Epoch(1));
+    let out = step(&mut r, now, begin(2, 1, 2, 3));
+    assert_eq!(epoch_answer(&out), Some(None));
+    assert_eq!((r.role(), r.leader()), (Role::Follower, Some(ReplicaId(2))));
+
+    // A leader told by itself that it leads its own epoch does not follow itself.
+    let (mut l, now) = established_leader(|_| {});
+    let out = step(&mut l, now, begin(1, 1, 1, 1));
+    assert_eq!(epoch_answer(&out), Some(Some(ErrorCode::InvalidRequest)));
+    assert_eq!(l.role(), Role::Leader);
+}
+
+#[test]
+fn end_quorum_epoch_from_an_earlier_epoch_is_fenced_and_changes_nothing() {
+    // Goal: an EndQuorumEpoch of an earlier epoch is refused as fenced and does not hurry the
+    // follower's election; one from its leader in its epoch is accepted and makes the first
+    // preferred successor campaign at once (KIP-595).
+    // Method: r3 follows r1 in epoch 2; r1's EndQuorumEpoch for epoch 1 naming r3 first, then
+    // for epoch 2.
+    let mut r = follower_of_1(2);
+    let out = step(&mut r, 2_000, end_epoch(1, 1, &[3, 2]));
+    assert_eq!(epoch_answer(&out), Some(Some(ErrorCode::FencedLeaderEpoch)));
+    step(&mut r, 3_000, Input::Tick);
+    assert_eq!(
+        r.role(),
+        Role::Follower,
+        "an old epoch's resignation hurried it"
+    );
+    let out = step(&mut r, 4_000, end_epoch(1, 2, &[3, 2]));
+    assert_eq!(epoch_answer(&out), Some(None));
+    step(&mut r, 5_000, Input::Tick);
+    assert_eq!(
+        r.role(),
+        Role::Prospective,
+        "the first successor campaigns at once"
+    );
+}
+
+#[test]
+fn a_resigned_leader_sends_a_failed_end_quorum_epoch_again() {
+    // Goal: a leader that resigns tells the others with EndQuorumEpoch; a request that fails
+    // (the peer was unreachable) is sent again after the retry backoff, while it still waits
+    // for a successor, so that the handover is not left to the followers' fetch timeouts.
+    // Method: an established leader resigns; its EndQuorumEpoch to r2 fails; ticks follow.
+    let (mut r, mut now) = established_leader(|_| {});
+    let out = step(&mut r, now, Input::Resign);
+    assert_eq!(r.role(), Role::Resigned);
+    let is_end = |q: &Request| matches!(q, Request::EndQuorumEpoch(_));
+    let first = request_to(&out, 2, is_end).expect("the resigning leader tells r2");
+    step(
+        &mut r,
+        now,
+        Input::RequestFailed {
+            to: ReplicaId(2),
+            id: first,
+        },
+    );
+    let mut again = None;
+    for _ in 0..20 {
+        now += 10_000_000;
+        let out = step(&mut r, now, Input::Tick);
+        again = again.or(request_to(&out, 2, is_end));
+    }
+    assert_eq!(r.role(), Role::Resigned, "still waiting for a successor");
+    assert!(
+        again.is_some(),
+        "the failed EndQuorumEpoch was not sent again"
+    );
+}
