@@ -34,6 +34,28 @@ fn single_voter_cluster_elects_itself_and_commits() {
 }
 
 #[test]
+fn only_the_first_leader_copies_the_bootstrap_voter_set_into_the_log() {
+    // Goal: KAFKA-16532 once: the bootstrap voter set goes into the log in the first epoch
+    // only; a later leader (here the same voter, restarted) finds the set logged and appends
+    // just its LeaderChange record.
+    // Method: a single voter with a directory id leads, commits a record, crashes and is
+    // elected again.
+    let mut c = cluster(1, 1, 0);
+    let l = settle(&mut c);
+    commit(&mut c, l, b"a");
+    c.crash(l);
+    c.restart(l);
+    let l = settle(&mut c);
+    commit(&mut c, l, b"b");
+    let kinds: Vec<String> = log_text(&c, l)
+        .split(' ')
+        .map(|r| r.split('@').next().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(kinds, ["LC", "V", "a", "LC", "b"], "{}", log_text(&c, l));
+    assert_no_violations(&c);
+}
+
+#[test]
 fn candidate_with_stale_log_cannot_win() {
     // Goal: Raft's election restriction: a voter whose log lacks committed records cannot be
     // elected, even as a real candidate with the highest epoch.
