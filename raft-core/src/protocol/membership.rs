@@ -424,3 +424,59 @@ impl Replica {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(ids: &[u32]) -> VoterSet {
+        VoterSet::from_ids(ids.iter().map(|i| ReplicaId(*i)))
+    }
+
+    /// Base {1}, then {1, 2} at offset 5 and {1, 2, 3} at offset 9.
+    fn history() -> VoterHistory {
+        let mut h = VoterHistory::new(set(&[1]));
+        h.push(Offset(5), set(&[1, 2]));
+        h.push(Offset(9), set(&[1, 2, 3]));
+        h
+    }
+
+    #[test]
+    fn the_set_in_force_for_a_record_is_the_newest_strictly_below_it() {
+        let h = history();
+        assert_eq!(
+            h.at(Offset(5)),
+            &set(&[1]),
+            "a record does not govern itself"
+        );
+        assert_eq!(h.at(Offset(6)), &set(&[1, 2]));
+        assert_eq!(h.at(Offset(9)), &set(&[1, 2]));
+        assert_eq!(h.at(Offset(10)), &set(&[1, 2, 3]));
+        assert_eq!(h.latest(), &set(&[1, 2, 3]));
+        assert_eq!(h.latest_offset(), Some(Offset(9)));
+    }
+
+    #[test]
+    fn truncating_forgets_the_records_at_and_after_the_new_end() {
+        let mut h = history();
+        h.truncate(Offset(10));
+        assert_eq!(h.latest_offset(), Some(Offset(9)), "nothing at or after 10");
+        h.truncate(Offset(9));
+        assert_eq!(h.latest_offset(), Some(Offset(5)));
+        assert_eq!(h.latest(), &set(&[1, 2]));
+        h.truncate(Offset(0));
+        assert_eq!((h.latest_offset(), h.latest()), (None, &set(&[1])));
+    }
+
+    #[test]
+    fn purging_folds_the_records_below_the_new_start_into_the_base() {
+        let mut h = history();
+        h.purge(Offset(5));
+        assert_eq!(h, history(), "the record at the start stays");
+        h.purge(Offset(6));
+        assert_eq!(h.at(Offset(6)), &set(&[1, 2]));
+        assert_eq!(h.latest_offset(), Some(Offset(9)));
+        h.purge(Offset(20));
+        assert_eq!((h.latest_offset(), h.latest()), (None, &set(&[1, 2, 3])));
+    }
+}

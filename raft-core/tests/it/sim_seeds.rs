@@ -91,6 +91,15 @@ fn sim_regression_seeds() {
 }
 
 #[test]
+fn sim_membership_fixed_seeds() {
+    // Goal: voter changes and lost disks keep every invariant on a fixed sample of seeds.
+    // Method: seeds 1..=60 with three voters and two observers, and 1..=40 growing from one
+    // voter with four observers, each with `--membership`.
+    run_seeds_with((1..=60).map(|s| (s, 3, 2)), true);
+    run_seeds_with((1..=40).map(|s| (s, 1, 4)), true);
+}
+
+#[test]
 fn sim_membership_regression_seeds() {
     // Goal: every seed that ever failed with voter changes stays fixed.
     run_seeds_with(MEMBERSHIP_REGRESSION_SEEDS.iter().copied(), true);
