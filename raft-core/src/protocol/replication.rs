@@ -189,19 +189,9 @@ impl Replica {
         }
         self.leader_record_fetch(now, from, &req);
         self.leader_update_high_watermark(now, out);
-        let exposed = self.exposed_high_watermark();
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
-        let behind_hwm = exposed.is_some_and(|h| req.high_watermark.is_none_or(|f| f < h));
-        let answer_now = req.fetch_offset < self.log.end
-            || req.max_wait.is_zero()
-            || behind_hwm
-            || req.read_barrier < l.read_barrier;
-        if answer_now {
-            self.answer_fetch(from, id, req.fetch_offset, req.max_bytes, out);
-            return;
-        }
         // One in-flight fetch per fetcher: a newer one supersedes a parked one.
         if let Some(pos) = l.parked.iter().position(|p| p.from == from) {
             let old = l.parked.swap_remove(pos);
@@ -219,6 +209,9 @@ impl Replica {
             max_bytes: req.max_bytes,
             deadline: now.plus(req.max_wait.min(self.cfg.fetch_max_wait)),
         });
+        // Parked only while it has nothing to learn: a fetch with news (records, a newer high
+        // watermark, a pending read barrier) or no wait is answered at once, by the one rule.
+        self.leader_complete_parked(now, false, out);
     }
 
     /// A valid fetch is an acknowledgement: everything below its offset is durable on the

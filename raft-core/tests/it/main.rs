@@ -11,6 +11,7 @@
 mod by_hand;
 mod by_hand_epochs;
 mod by_hand_reads;
+mod by_hand_replication;
 mod check_quorum;
 mod driver;
 mod driver_membership;

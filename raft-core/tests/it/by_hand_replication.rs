@@ -1,0 +1,289 @@
+//! The leader's side of replication driven by hand, at the edges of its rules: what a proposal
+//! is refused for, when a batch is appended without lingering, which fetches are refused,
+//! answered at once or parked, and what an answer exposes before the leader's first commit.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use raft_core::message::{ErrorCode, FetchRequest, FetchResponse, ReadBarrier, Request, Response};
+use raft_core::protocol::{Fill, Input, LogOp, Outgoing, Outputs, ProposeError, ReadId, ReadMode};
+use raft_core::{Config, Epoch, Instant, Offset, ReplicaId, Role};
+
+use crate::by_hand::{core, established_leader, request_to, step, tick_until, vote_answer};
+
+/// Proposes `len` bytes at `now`, returning the result and the outputs.
+fn propose(
+    r: &mut raft_core::protocol::Replica,
+    now: u64,
+    len: usize,
+) -> (Result<raft_core::OffsetAndEpoch, ProposeError>, Outputs) {
+    let mut out = Outputs::default();
+    let res = r.propose(Instant(now), Bytes::from(vec![7u8; len]), &mut out);
+    (res, out)
+}
+
+/// Whether `out` appends records to the log.
+fn appends(out: &Outputs) -> bool {
+    out.log.iter().any(|op| matches!(op, LogOp::Append { .. }))
+}
+
+/// A fetch from replica `from` as a follower of epoch 1 would send it, with every field given.
+fn fetch(
+    from: u32,
+    replica: u32,
+    epoch: u32,
+    offset: Offset,
+    hwm: Option<Offset>,
+    barrier: ReadBarrier,
+    max_wait: Duration,
+) -> Input {
+    Input::Request {
+        from: ReplicaId(from),
+        id: raft_core::message::RequestId(77),
+        request: Request::Fetch(FetchRequest {
+            epoch: Epoch(epoch),
+            replica: ReplicaId(replica),
+            replica_directory: None,
+            fetch_offset: offset,
+            last_fetched_epoch: Epoch(1),
+            high_watermark: hwm,
+            read_barrier: barrier,
+            max_wait,
+            max_bytes: 1 << 20,
+        }),
+    }
+}
+
+/// The fetch answer in `out`, with its fill.
+fn fetch_answer(out: &Outputs) -> Option<(FetchResponse, Option<Fill>)> {
+    out.messages.iter().find_map(|m| match m {
+        Outgoing::Response {
+            response: Response::Fetch(f),
+            fill,
+            ..
+        } => Some((f.clone(), fill.clone())),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_proposal_is_refused_past_the_size_and_queue_limits_and_not_before() {
+    let (mut r, now) = established_leader(|c: &mut Config| {
+        c.payload_bytes_max = 8;
+        c.pending_proposals_max = 3;
+        c.append_linger = Duration::from_secs(1);
+    });
+    let end = r.log_end().offset;
+    assert_eq!(r.high_watermark(), end, "nothing pending at the start");
+    let (too_large, _) = propose(&mut r, now, 9);
+    assert_eq!(too_large, Err(ProposeError::TooLarge { len: 9, max: 8 }));
+    for i in 0..3 {
+        let (res, _) = propose(&mut r, now, 8);
+        assert_eq!(res.map(|at| at.offset), Ok(end.plus(i)), "proposal {i}");
+    }
+    let (full, _) = propose(&mut r, now, 1);
+    assert_eq!(full, Err(ProposeError::QueueFull { max: 3 }));
+}
+
+#[test]
+fn a_batch_is_appended_at_once_when_it_reaches_either_size_limit() {
+    let by_records = |c: &mut Config| {
+        c.append_linger = Duration::from_secs(1);
+        c.batch_records_max = 2;
+        c.batch_bytes_max = 1 << 20;
+    };
+    let by_bytes = |c: &mut Config| {
+        c.append_linger = Duration::from_secs(1);
+        c.batch_records_max = 100;
+        c.batch_bytes_max = 16;
+    };
+    for (name, tune) in [
+        ("records", &by_records as &dyn Fn(&mut Config)),
+        ("bytes", &by_bytes),
+    ] {
+        let (mut r, now) = established_leader(tune);
+        let (first, out) = propose(&mut r, now, 8);
+        assert!(first.is_ok());
+        assert!(!appends(&out), "{name}: one record lingers");
+        let (second, out) = propose(&mut r, now, 8);
+        assert!(second.is_ok());
+        assert!(appends(&out), "{name}: the full batch is appended at once");
+    }
+}
+
+#[test]
+fn a_new_leader_accepts_proposals_only_once_its_election_state_is_durable() {
+    let mut r = core(1, 3, |c| c.pre_vote = false);
+    let mut now = 0;
+    let outs = tick_until(&mut r, &mut now, |r| r.role() == Role::Candidate);
+    let ask = outs
+        .iter()
+        .find_map(|o| request_to(o, 2, |q| matches!(q, Request::Vote(_))))
+        .expect("a vote request to r2");
+    // Stepped without making the leader's election state durable.
+    let mut out = Outputs::default();
+    r.step(
+        Instant(now),
+        Input::Response {
+            from: ReplicaId(2),
+            id: ask,
+            response: vote_answer(1, true),
+        },
+        &mut out,
+    );
+    // Leading, but its role is released (and its messages sent) only once that is durable.
+    let (seq, _) = out.persist.expect("the leader persists its election state");
+    assert_eq!(r.role(), Role::Candidate, "not yet released");
+    let (early, _) = propose(&mut r, now, 1);
+    assert_eq!(early, Err(ProposeError::NotReady));
+    step(&mut r, now, Input::ElectionPersisted(seq));
+    assert_eq!(r.role(), Role::Leader);
+    let (ready, _) = propose(&mut r, now, 1);
+    assert!(ready.is_ok(), "{ready:?}");
+}
+
+#[test]
+fn a_fetch_is_refused_for_a_wrong_sender_or_epoch() {
+    let (mut r, now) = established_leader(|_| {});
+    let end = r.log_end().offset;
+    let cases = [
+        (
+            "another replica's fetch",
+            2,
+            3,
+            1,
+            ErrorCode::InvalidRequest,
+        ),
+        ("its own id", 1, 1, 1, ErrorCode::InvalidRequest),
+        ("an older epoch", 2, 2, 0, ErrorCode::FencedLeaderEpoch),
+        ("a later epoch", 2, 2, 2, ErrorCode::UnknownLeaderEpoch),
+    ];
+    for (name, from, replica, epoch, error) in cases {
+        let input = fetch(
+            from,
+            replica,
+            epoch,
+            end,
+            None,
+            ReadBarrier::default(),
+            Duration::ZERO,
+        );
+        let out = step(&mut r, now, input);
+        let (answer, _) = fetch_answer(&out).expect("an answer");
+        assert_eq!(answer.error, Some(error), "{name}");
+    }
+    assert_eq!(r.role(), Role::Leader);
+}
+
+#[test]
+fn a_fetch_is_parked_only_when_it_has_nothing_to_learn() {
+    let wait = Duration::from_millis(500);
+    let (mut r, now) = established_leader(|c| c.lease_reads = false);
+    let end = r.log_end().offset;
+    let hwm = r.high_watermark();
+    assert!(hwm > Offset::ZERO);
+    let barrier = r.read_barrier();
+    let nothing_new = fetch(2, 2, 1, end, Some(hwm), barrier, wait);
+    assert!(
+        fetch_answer(&step(&mut r, now, nothing_new)).is_none(),
+        "parked"
+    );
+
+    let cases = [
+        ("records below the end", Offset(end.0 - 1), Some(hwm), wait),
+        ("no wait asked for", end, Some(hwm), Duration::ZERO),
+        (
+            "an older high watermark",
+            end,
+            Some(Offset(hwm.0 - 1)),
+            wait,
+        ),
+        ("no high watermark", end, None, wait),
+    ];
+    for (name, offset, seen, max_wait) in cases {
+        let (mut r, now) = established_leader(|c| c.lease_reads = false);
+        let input = fetch(3, 3, 1, offset, seen, barrier, max_wait);
+        assert!(fetch_answer(&step(&mut r, now, input)).is_some(), "{name}");
+    }
+
+    // A read raises the barrier: a fetch that has not seen it is answered at once.
+    let (mut r, now) = established_leader(|c| c.lease_reads = false);
+    step(
+        &mut r,
+        now,
+        Input::Read {
+            id: ReadId(1),
+            mode: ReadMode::Linearizable,
+            deadline: Instant(now + 1_000_000_000),
+        },
+    );
+    assert!(r.read_barrier() > barrier);
+    let input = fetch(3, 3, 1, end, Some(hwm), barrier, wait);
+    assert!(
+        fetch_answer(&step(&mut r, now, input)).is_some(),
+        "an older barrier"
+    );
+}
+
+#[test]
+fn a_parked_fetch_is_answered_when_records_are_appended() {
+    let (mut r, now) = established_leader(|c| c.batch_records_max = 1);
+    let end = r.log_end().offset;
+    let hwm = r.high_watermark();
+    let parked = fetch(
+        2,
+        2,
+        1,
+        end,
+        Some(hwm),
+        r.read_barrier(),
+        Duration::from_millis(500),
+    );
+    assert!(fetch_answer(&step(&mut r, now, parked)).is_none());
+    let (res, out) = propose(&mut r, now, 4);
+    assert!(res.is_ok());
+    let (answer, fill) = fetch_answer(&out).expect("the parked fetch is answered");
+    assert_eq!(answer.error, None);
+    assert!(matches!(fill, Some(Fill::Records(range)) if range.from == end));
+}
+
+#[test]
+fn a_fetch_at_the_log_end_is_answered_without_records() {
+    let (mut r, now) = established_leader(|_| {});
+    let end = r.log_end().offset;
+    let input = fetch(2, 2, 1, end, None, ReadBarrier::default(), Duration::ZERO);
+    let (answer, fill) = fetch_answer(&step(&mut r, now, input)).expect("an answer");
+    assert_eq!(answer.high_watermark, Some(r.high_watermark()));
+    assert!(fill.is_none(), "nothing to read: {fill:?}");
+}
+
+#[test]
+fn a_leader_exposes_no_high_watermark_before_its_first_commit() {
+    let mut r = core(1, 3, |c| c.pre_vote = false);
+    let mut now = 0;
+    let outs = tick_until(&mut r, &mut now, |r| r.role() == Role::Candidate);
+    let ask = outs
+        .iter()
+        .find_map(|o| request_to(o, 2, |q| matches!(q, Request::Vote(_))))
+        .expect("a vote request to r2");
+    let granted = Input::Response {
+        from: ReplicaId(2),
+        id: ask,
+        response: vote_answer(1, true),
+    };
+    step(&mut r, now, granted);
+    assert_eq!(r.role(), Role::Leader);
+    // r2 has none of the epoch's records yet: nothing is committed in epoch 1.
+    let input = fetch(
+        2,
+        2,
+        1,
+        Offset::ZERO,
+        None,
+        ReadBarrier::default(),
+        Duration::ZERO,
+    );
+    let (answer, _) = fetch_answer(&step(&mut r, now, input)).expect("an answer");
+    assert_eq!(answer.error, None);
+    assert_eq!(answer.high_watermark, None);
+}
