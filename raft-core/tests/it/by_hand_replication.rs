@@ -61,7 +61,7 @@ fn fetch_answer(out: &Outputs) -> Option<(FetchResponse, Option<Fill>)> {
             response: Response::Fetch(f),
             fill,
             ..
-        } => Some((f.clone(), fill.clone())),
+        } => Some((f.clone(), *fill)),
         _ => None,
     })
 }
