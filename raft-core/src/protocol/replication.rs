@@ -189,6 +189,8 @@ impl Replica {
         }
         self.leader_record_fetch(now, from, &req);
         self.leader_update_high_watermark(now, out);
+        let exposed = self.exposed_high_watermark();
+        let end = self.log.end;
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
@@ -200,7 +202,7 @@ impl Replica {
         let RoleState::Leader(l) = &mut self.role else {
             return;
         };
-        l.parked.push(ParkedFetch {
+        let fetch = ParkedFetch {
             from,
             id,
             fetch_offset: req.fetch_offset,
@@ -208,10 +210,13 @@ impl Replica {
             barrier_seen: req.read_barrier,
             max_bytes: req.max_bytes,
             deadline: now.plus(req.max_wait.min(self.cfg.fetch_max_wait)),
-        });
-        // Parked only while it has nothing to learn: a fetch with news (records, a newer high
-        // watermark, a pending read barrier) or no wait is answered at once, by the one rule.
-        self.leader_complete_parked(now, false, out);
+        };
+        // The same rule that later completes a parked fetch decides whether to park this one.
+        if fetch_due(&fetch, now, end, exposed, l.read_barrier) {
+            self.answer_fetch(from, id, req.fetch_offset, req.max_bytes, out);
+        } else {
+            l.parked.push(fetch);
+        }
     }
 
     /// A valid fetch is an acknowledgement: everything below its offset is durable on the
@@ -355,10 +360,7 @@ impl Replica {
         let barrier = l.read_barrier;
         let mut due = Vec::new();
         l.parked.retain(|p| {
-            let news = p.fetch_offset < end
-                || exposed.is_some_and(|h| p.hwm_seen.is_none_or(|f| f < h))
-                || p.barrier_seen < barrier;
-            if all || news || now >= p.deadline {
+            if all || fetch_due(p, now, end, exposed, barrier) {
                 due.push((p.from, p.id, p.fetch_offset, p.max_bytes));
                 false
             } else {
@@ -763,4 +765,19 @@ fn leader_progress<'a>(
         progress.directory = directory;
     }
     progress
+}
+
+/// Whether a fetch is to be answered now: it has news (records past its offset, a high
+/// watermark newer than it has seen, a read barrier it has not echoed) or its wait is over.
+fn fetch_due(
+    p: &ParkedFetch,
+    now: Instant,
+    end: Offset,
+    exposed: Option<Offset>,
+    barrier: ReadBarrier,
+) -> bool {
+    p.fetch_offset < end
+        || exposed.is_some_and(|h| p.hwm_seen.is_none_or(|f| f < h))
+        || p.barrier_seen < barrier
+        || now >= p.deadline
 }

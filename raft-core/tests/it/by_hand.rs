@@ -537,21 +537,7 @@ fn a_response_counts_only_as_the_answer_of_the_replica_asked() {
 /// epoch-start record durable and fetched by r2, so that it has committed in its epoch and
 /// applied it. Returns the leader and the time reached.
 pub(crate) fn established_leader(tune: impl FnOnce(&mut Config)) -> (Replica, u64) {
-    let mut r = core(1, 3, |c| {
-        c.pre_vote = false;
-        tune(c);
-    });
-    let mut now = 0;
-    let outs = tick_until(&mut r, &mut now, |r| r.role() == Role::Candidate);
-    let ask = outs
-        .iter()
-        .find_map(|o| request_to(o, 2, |q| matches!(q, Request::Vote(_))))
-        .expect("a vote request to r2");
-    let granted = Input::Response {
-        from: ReplicaId(2),
-        id: ask,
-        response: vote_answer(1, true),
-    };
+    let (mut r, now, granted) = candidate_and_grant(tune);
     let out = step(&mut r, now, granted);
     assert_eq!(r.role(), Role::Leader);
     let seq = out
@@ -573,6 +559,27 @@ pub(crate) fn established_leader(tune: impl FnOnce(&mut Config)) -> (Replica, u6
     assert_eq!(r.high_watermark(), end.offset, "committed in its epoch");
     step(&mut r, now, Input::Applied(end.offset));
     (r, now)
+}
+
+/// Replica 1 of three (pre-vote off, then `tune`), a candidate of epoch 1, with the input that
+/// makes it leader (r2 granting its vote) and the time reached.
+pub(crate) fn candidate_and_grant(tune: impl FnOnce(&mut Config)) -> (Replica, u64, Input) {
+    let mut r = core(1, 3, |c| {
+        c.pre_vote = false;
+        tune(c);
+    });
+    let mut now = 0;
+    let outs = tick_until(&mut r, &mut now, |r| r.role() == Role::Candidate);
+    let ask = outs
+        .iter()
+        .find_map(|o| request_to(o, 2, |q| matches!(q, Request::Vote(_))))
+        .expect("a vote request to r2");
+    let granted = Input::Response {
+        from: ReplicaId(2),
+        id: ask,
+        response: vote_answer(1, true),
+    };
+    (r, now, granted)
 }
 
 /// A fetch from `replica` at `offset` echoing `barrier`, in epoch 1.

@@ -9,7 +9,7 @@ use raft_core::message::{ErrorCode, FetchRequest, FetchResponse, ReadBarrier, Re
 use raft_core::protocol::{Fill, Input, LogOp, Outgoing, Outputs, ProposeError, ReadId, ReadMode};
 use raft_core::{Config, Epoch, Instant, Offset, ReplicaId, Role};
 
-use crate::by_hand::{core, established_leader, request_to, step, tick_until, vote_answer};
+use crate::by_hand::{candidate_and_grant, established_leader, step};
 
 /// Proposes `len` bytes at `now`, returning the result and the outputs.
 fn propose(
@@ -113,24 +113,10 @@ fn a_batch_is_appended_at_once_when_it_reaches_either_size_limit() {
 
 #[test]
 fn a_new_leader_accepts_proposals_only_once_its_election_state_is_durable() {
-    let mut r = core(1, 3, |c| c.pre_vote = false);
-    let mut now = 0;
-    let outs = tick_until(&mut r, &mut now, |r| r.role() == Role::Candidate);
-    let ask = outs
-        .iter()
-        .find_map(|o| request_to(o, 2, |q| matches!(q, Request::Vote(_))))
-        .expect("a vote request to r2");
+    let (mut r, now, granted) = candidate_and_grant(|_| {});
     // Stepped without making the leader's election state durable.
     let mut out = Outputs::default();
-    r.step(
-        Instant(now),
-        Input::Response {
-            from: ReplicaId(2),
-            id: ask,
-            response: vote_answer(1, true),
-        },
-        &mut out,
-    );
+    r.step(Instant(now), granted, &mut out);
     // Leading, but its role is released (and its messages sent) only once that is durable.
     let (seq, _) = out.persist.expect("the leader persists its election state");
     assert_eq!(r.role(), Role::Candidate, "not yet released");
@@ -259,18 +245,7 @@ fn a_fetch_at_the_log_end_is_answered_without_records() {
 
 #[test]
 fn a_leader_exposes_no_high_watermark_before_its_first_commit() {
-    let mut r = core(1, 3, |c| c.pre_vote = false);
-    let mut now = 0;
-    let outs = tick_until(&mut r, &mut now, |r| r.role() == Role::Candidate);
-    let ask = outs
-        .iter()
-        .find_map(|o| request_to(o, 2, |q| matches!(q, Request::Vote(_))))
-        .expect("a vote request to r2");
-    let granted = Input::Response {
-        from: ReplicaId(2),
-        id: ask,
-        response: vote_answer(1, true),
-    };
+    let (mut r, now, granted) = candidate_and_grant(|_| {});
     step(&mut r, now, granted);
     assert_eq!(r.role(), Role::Leader);
     // r2 has none of the epoch's records yet: nothing is committed in epoch 1.
