@@ -74,6 +74,48 @@ pub(crate) fn hash_relative(text: &str, now: Instant, h: &mut impl Hasher) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::LogState;
+    use crate::protocol::{Input, Outputs, VoterHistory};
+    use crate::{Config, ReplicaId};
+
+    /// Replica 1 of three, started at `start` with the same seed.
+    fn replica(start: u64) -> Replica {
+        let cfg = Config::new(ReplicaId(1), (1..=3).map(ReplicaId))
+            .validate()
+            .unwrap();
+        let voters = VoterHistory::new(cfg.bootstrap_voters());
+        Replica::new(
+            cfg,
+            None,
+            &LogState::default(),
+            None,
+            voters,
+            7,
+            Instant(start),
+        )
+    }
+
+    #[test]
+    fn replicas_alike_but_for_a_shift_of_the_clock_share_a_fingerprint() {
+        let (a, b) = (replica(0), replica(5_000));
+        assert_eq!(a.fingerprint(Instant(10)), b.fingerprint(Instant(5_010)));
+        assert_ne!(
+            a.fingerprint(Instant(10)),
+            b.fingerprint(Instant(10)),
+            "timers 5 µs apart"
+        );
+        // A step that changes the role changes the fingerprint.
+        let mut c = replica(0);
+        let mut out = Outputs::default();
+        let late = Instant(60_000_000_000);
+        c.step(late, Input::Tick, &mut out);
+        assert_ne!(
+            c.role(),
+            a.role(),
+            "a minute without a leader starts an election"
+        );
+        assert_ne!(c.fingerprint(late), a.fingerprint(late));
+    }
 
     fn fp(text: &str, now: u64) -> u64 {
         let mut h = std::collections::hash_map::DefaultHasher::new();

@@ -449,7 +449,7 @@ impl Replica {
             in_flight: BTreeMap::new(),
             resigning: false,
             stats: Stats::default(),
-            reads: Reads::default(),
+            reads: Reads::starting_at(now),
             started_at: now,
             snapshot,
             download: None,

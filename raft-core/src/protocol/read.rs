@@ -86,6 +86,17 @@ pub(super) struct Reads {
     applying: Vec<(LocalRead, Offset)>,
 }
 
+impl Reads {
+    /// No reads yet, none to retry before `now`. (A start time rather than time zero, so
+    /// that replicas alike but for a shift of the clock are alike here too.)
+    pub(super) fn starting_at(now: Instant) -> Reads {
+        Reads {
+            retry_at: now,
+            ..Reads::default()
+        }
+    }
+}
+
 impl Replica {
     /// Registers a read of this replica's state machine. The outcome is an
     /// [`Event::ReadReady`] (serve once applied through its offset; it already is) or an
