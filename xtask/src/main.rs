@@ -165,7 +165,10 @@ fn ci() -> Result<(), String> {
     // leader changing voters at once (Raft's single-server change bug); four voters build it
     // soonest. A lease without its drift margin needs a slow-clocked leader cut off while
     // fast-clocked followers elect another: the seeds with clocks at the drift bound and a
-    // leader-isolating adversary build it. First catching seeds are in the README.
+    // leader-isolating adversary build it. Installing a snapshot the high watermark passed
+    // needs an observer that, while downloading, learns a new epoch and probes its new leader,
+    // which still holds the log far below that snapshot: the seeds where each replica keeps its
+    // own log retention build it. First catching seeds are in the README.
     for (planted, voters, observers, membership, seeds) in [
         ("hw-counts-unsynced-leader", "3", "0", false, "1000"),
         ("skip-epoch-start-check", "3", "0", false, "1000"),
@@ -178,6 +181,7 @@ fn ci() -> Result<(), String> {
         ("stale-progress-across-directories", "3", "2", true, "1000"),
         ("change-before-commit", "4", "2", true, "1000"),
         ("lease-without-drift-margin", "3", "0", false, "1000"),
+        ("install-old-snapshot", "3", "2", false, "1000"),
     ] {
         let mut args: Vec<String> = [
             "--seeds",

@@ -66,6 +66,14 @@ pub struct Faults {
     /// Probability that a message straggles: it arrives 50 to 250 ms late (within the request
     /// timeout, so that an answer still counts), long after the messages sent with it.
     pub straggle: f64,
+    /// Every replica snapshots at the same offsets (multiples of `snapshot_every`), so that
+    /// replicas hold snapshots with the same ids and bytes: a download resumes at a new leader
+    /// instead of starting over.
+    pub aligned_snapshots: bool,
+    /// Each replica keeps its own number of records below its snapshots (drawn per replica
+    /// from 0 to 1,000 instead of the one `snapshot_retention`): one leader points a replica at
+    /// a snapshot while the next still serves it records from far below.
+    pub mixed_retention: bool,
 }
 
 impl Faults {
@@ -94,6 +102,8 @@ impl Faults {
             hold_at_isolation: false,
             snapshots_kept: 2,
             straggle: 0.0,
+            aligned_snapshots: false,
+            mixed_retention: false,
         }
     }
 
@@ -132,6 +142,9 @@ impl Faults {
             snapshots_kept: rng.pick(&[2, 2, 16]) as usize,
             // Drawn last for the same reason.
             straggle: rng.pick(&[0.0, 0.0, 0.01, 0.05]),
+            // Drawn last for the same reason.
+            aligned_snapshots: rng.chance(0.3),
+            mixed_retention: rng.chance(0.3),
         };
         if faults.isolate_leader {
             // Each isolation lasts long enough for the others to elect a leader of their own.

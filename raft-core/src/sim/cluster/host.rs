@@ -291,11 +291,11 @@ impl Cluster {
                 self.check_commit_majority(i, hwm);
             }
             self.hosts[i].last_hwm = hwm;
-            self.apply_kv(i, hwm);
+            let aligned = self.apply_kv(i, hwm);
             self.resolve_proposals();
             // The simulated state machine applies at once.
             follow_up.push(Input::Applied(hwm));
-            if let Some(id) = self.maybe_take_snapshot(i) {
+            if let Some(id) = aligned.or_else(|| self.maybe_take_snapshot(i)) {
                 follow_up.push(Input::SnapshotTaken(id));
             }
         }
@@ -367,7 +367,8 @@ impl Cluster {
     pub(super) fn maybe_take_snapshot(&mut self, i: usize) -> Option<OffsetAndEpoch> {
         let every = self.opts.faults.snapshot_every;
         let h = &self.hosts[i];
-        if every == 0 || h.since_snapshot < every || h.kv_applied == Offset::ZERO {
+        let aligned = self.opts.faults.aligned_snapshots;
+        if every == 0 || aligned || h.since_snapshot < every || h.kv_applied == Offset::ZERO {
             return None;
         }
         let epoch = h.log[h.kv_applied.0 as usize - 1].epoch;

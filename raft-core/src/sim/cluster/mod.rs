@@ -291,7 +291,13 @@ impl Cluster {
             cfg.test_unsafe_reads = opts.unsafe_reads;
             cfg.test_count_arrivals = opts.count_arrivals;
             cfg.test_planted = opts.planted;
-            cfg.snapshot_log_retention = opts.faults.snapshot_retention;
+            cfg.snapshot_log_retention = if opts.faults.mixed_retention {
+                // A stream of its own, so that the cluster's other draws stay as they were.
+                let mut own = SimRng::new(opts.seed ^ (u64::from(id.0) << 32) ^ 0x5EED);
+                own.pick(&[0, 3, 30, 1_000])
+            } else {
+                opts.faults.snapshot_retention
+            };
             // Small chunks, so that downloads span leader changes and crashes.
             cfg.snapshot_chunk_bytes = 24;
             let cfg = cfg

@@ -189,12 +189,17 @@ impl Cluster {
         self.hosts[self.index(ReplicaId(id))].read_index_sent
     }
 
-    pub(super) fn apply_kv(&mut self, i: usize, hwm: Offset) {
+    /// Applies the committed records below `hwm`; with aligned snapshots, takes one at every
+    /// multiple of the interval on the way and returns the newest.
+    pub(super) fn apply_kv(&mut self, i: usize, hwm: Offset) -> Option<OffsetAndEpoch> {
         let h = &mut self.hosts[i];
         assert!(
             h.kv_applied >= h.log_start || h.kv_applied >= hwm,
             "the state machine never needs purged records"
         );
+        let every = self.opts.faults.snapshot_every;
+        let aligned = self.opts.faults.aligned_snapshots && every > 0;
+        let mut taken = None;
         while h.kv_applied < hwm {
             let rec = &h.log[h.kv_applied.0 as usize];
             h.since_snapshot += 1;
@@ -202,7 +207,24 @@ impl Cluster {
                 cmd.apply(&mut h.kv);
             }
             h.kv_applied = h.kv_applied.next();
+            if aligned && h.kv_applied.0.is_multiple_of(every) {
+                let id = OffsetAndEpoch::new(h.kv_applied, rec.epoch);
+                if h.snapshots.last().is_none_or(|(m, _)| m.id < id) {
+                    let data = encode_kv(&h.kv);
+                    h.snapshots.push((SnapshotMeta::of(id, &data), data));
+                    taken = Some(id);
+                }
+            }
         }
+        if taken.is_some() {
+            let excess = h
+                .snapshots
+                .len()
+                .saturating_sub(self.opts.faults.snapshots_kept);
+            h.snapshots.drain(..excess);
+            h.since_snapshot = 0;
+        }
+        taken
     }
 
     /// The committed log up to `end`, as the checker knows it (a snapshot's content).
