@@ -12,6 +12,7 @@ mod by_hand;
 mod by_hand_epochs;
 mod by_hand_reads;
 mod by_hand_replication;
+mod by_hand_snapshot;
 mod by_hand_stale_answer;
 mod check_quorum;
 mod driver;
