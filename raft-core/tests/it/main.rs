@@ -14,6 +14,7 @@ mod by_hand_reads;
 mod by_hand_replication;
 mod by_hand_snapshot;
 mod by_hand_stale_answer;
+mod by_hand_status;
 mod check_quorum;
 mod driver;
 mod driver_membership;
