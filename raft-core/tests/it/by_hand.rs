@@ -24,6 +24,36 @@ pub(crate) fn core(id: u32, n: u32, tune: impl FnOnce(&mut Config)) -> Replica {
     Replica::new(cfg, None, &LogState::default(), None, voters, 7, Instant(0))
 }
 
+/// `from`'s BeginQuorumEpoch naming `leader` the leader of `epoch`, sent to `voter`.
+pub(crate) fn begin_quorum_epoch(from: u32, epoch: u32, leader: u32, voter: u32) -> Input {
+    Input::Request {
+        from: ReplicaId(from),
+        id: RequestId(500 + u64::from(from)),
+        request: Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
+            epoch: Epoch(epoch),
+            leader: ReplicaId(leader),
+            voter: ReplicaId(voter),
+            voter_directory: None,
+        }),
+    }
+}
+
+/// Makes the last log append in `out` durable (its `LogPersisted` stepped at `now`) and returns
+/// what that step output; `what` names the append that must be there.
+#[track_caller]
+pub(crate) fn sync_last_append(r: &mut Replica, now: u64, out: &Outputs, what: &str) -> Outputs {
+    let seq = out
+        .log
+        .iter()
+        .rev()
+        .find_map(|op| match op {
+            LogOp::Append { seq, .. } => Some(*seq),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{what} is appended"));
+    step(r, now, Input::LogPersisted(seq))
+}
+
 /// Steps `input` at `now` and makes any election state it persists durable at once.
 pub(crate) fn step(r: &mut Replica, now: u64, input: Input) -> Outputs {
     let mut out = Outputs::default();
@@ -69,17 +99,7 @@ fn a_fetch_answer_naming_another_leader_of_the_epoch_is_reported_and_dropped() {
     // Method: r1's BeginQuorumEpoch makes r3 its follower; r3 fetches from r1; the answer to
     // that fetch names r2; the answer to the next fetch names r3.
     let mut r = core(3, 3, |_| {});
-    let begin = Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
-        epoch: Epoch(1),
-        leader: ReplicaId(1),
-        voter: ReplicaId(3),
-        voter_directory: None,
-    });
-    let request = Input::Request {
-        from: ReplicaId(1),
-        id: RequestId(1),
-        request: begin,
-    };
+    let request = begin_quorum_epoch(1, 1, 1, 3);
     let mut now = 1_000;
     let mut out = step(&mut r, now, request);
     assert_eq!((r.role(), r.leader()), (Role::Follower, Some(ReplicaId(1))));
@@ -269,16 +289,7 @@ fn a_follower_helps_depose_its_leader_only_after_a_fetch_timeout_of_silence() {
     // just before t + fetch timeout (refused) and exactly at it (granted), each on its own copy
     // of the follower (a refused pre-vote changes nothing).
     let mut r = core(3, 3, |_| {});
-    let begin = Input::Request {
-        from: ReplicaId(1),
-        id: RequestId(1),
-        request: Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
-            epoch: Epoch(1),
-            leader: ReplicaId(1),
-            voter: ReplicaId(3),
-            voter_directory: None,
-        }),
-    };
+    let begin = begin_quorum_epoch(1, 1, 1, 3);
     let t = 1_000;
     let out = step(&mut r, t, begin);
     let fetch = request_to(&out, 1, |q| matches!(q, Request::Fetch(_))).expect("a fetch to r1");
@@ -540,16 +551,7 @@ pub(crate) fn established_leader(tune: impl FnOnce(&mut Config)) -> (Replica, u6
     let (mut r, now, granted) = candidate_and_grant(tune);
     let out = step(&mut r, now, granted);
     assert_eq!(r.role(), Role::Leader);
-    let seq = out
-        .log
-        .iter()
-        .rev()
-        .find_map(|op| match op {
-            LogOp::Append { seq, .. } => Some(*seq),
-            _ => None,
-        })
-        .expect("the epoch-start record is appended");
-    step(&mut r, now, Input::LogPersisted(seq));
+    sync_last_append(&mut r, now, &out, "the epoch-start record");
     let end = r.log_end();
     step(
         &mut r,
@@ -570,16 +572,22 @@ pub(crate) fn candidate_and_grant(tune: impl FnOnce(&mut Config)) -> (Replica, u
     });
     let mut now = 0;
     let outs = tick_until(&mut r, &mut now, |r| r.role() == Role::Candidate);
+    let granted = r2_grants(&outs, 1);
+    (r, now, granted)
+}
+
+/// r2's vote granted for `epoch`, in answer to the vote request to r2 among `outs`.
+#[track_caller]
+pub(crate) fn r2_grants(outs: &[Outputs], epoch: u32) -> Input {
     let ask = outs
         .iter()
         .find_map(|o| request_to(o, 2, |q| matches!(q, Request::Vote(_))))
         .expect("a vote request to r2");
-    let granted = Input::Response {
+    Input::Response {
         from: ReplicaId(2),
         id: ask,
-        response: vote_answer(1, true),
-    };
-    (r, now, granted)
+        response: vote_answer(epoch, true),
+    }
 }
 
 /// A fetch from `replica` at `offset` echoing `barrier`, in epoch 1.

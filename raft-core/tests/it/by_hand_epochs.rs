@@ -1,26 +1,11 @@
 //! BeginQuorumEpoch and EndQuorumEpoch at the edges of their rules, and a resigned leader's
 //! retries, driven by hand (see `by_hand`).
 
-use raft_core::message::{
-    BeginQuorumEpochRequest, EndQuorumEpochRequest, ErrorCode, Request, RequestId, Response,
-};
+use raft_core::message::{EndQuorumEpochRequest, ErrorCode, Request, RequestId, Response};
 use raft_core::protocol::{Event, Input, Outgoing, Outputs, Replica};
 use raft_core::{Epoch, ReplicaId, Role};
 
-use crate::by_hand::{core, established_leader, request_to, step, tick_until};
-
-fn begin(from: u32, epoch: u32, leader: u32, voter: u32) -> Input {
-    Input::Request {
-        from: ReplicaId(from),
-        id: RequestId(500 + u64::from(from)),
-        request: Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
-            epoch: Epoch(epoch),
-            leader: ReplicaId(leader),
-            voter: ReplicaId(voter),
-            voter_directory: None,
-        }),
-    }
-}
+use crate::by_hand::{begin_quorum_epoch, core, established_leader, request_to, step, tick_until};
 
 fn end_epoch(from: u32, epoch: u32, successors: &[u32]) -> Input {
     Input::Request {
@@ -54,7 +39,7 @@ fn reported_inconsistent(out: &Outputs) -> bool {
 /// A core of r3 following r1 in `epoch`.
 fn follower_of_1(epoch: u32) -> Replica {
     let mut r = core(3, 3, |_| {});
-    let out = step(&mut r, 1_000, begin(1, epoch, 1, 3));
+    let out = step(&mut r, 1_000, begin_quorum_epoch(1, epoch, 1, 3));
     assert_eq!(epoch_answer(&out), Some(None));
     assert_eq!((r.role(), r.leader()), (Role::Follower, Some(ReplicaId(1))));
     r
@@ -67,10 +52,10 @@ fn begin_quorum_epoch_in_the_current_epoch_is_followed_only_when_it_fits() {
     // another leader, or one that a leader receives naming itself.
     // Method: four cores driven by hand.
     let mut r = follower_of_1(1);
-    let out = step(&mut r, 2_000, begin(1, 1, 1, 3));
+    let out = step(&mut r, 2_000, begin_quorum_epoch(1, 1, 1, 3));
     assert_eq!(epoch_answer(&out), Some(None), "the same leader again");
     assert!(!reported_inconsistent(&out));
-    let out = step(&mut r, 2_000, begin(2, 1, 2, 3));
+    let out = step(&mut r, 2_000, begin_quorum_epoch(2, 1, 2, 3));
     assert_eq!(epoch_answer(&out), Some(Some(ErrorCode::InvalidRequest)));
     assert!(reported_inconsistent(&out), "a second leader of epoch 1");
     assert_eq!(r.leader(), Some(ReplicaId(1)));
@@ -80,13 +65,13 @@ fn begin_quorum_epoch_in_the_current_epoch_is_followed_only_when_it_fits() {
     let mut now = 0;
     tick_until(&mut r, &mut now, |r| r.role() == Role::Candidate);
     assert_eq!(r.epoch(), Epoch(1));
-    let out = step(&mut r, now, begin(2, 1, 2, 3));
+    let out = step(&mut r, now, begin_quorum_epoch(2, 1, 2, 3));
     assert_eq!(epoch_answer(&out), Some(None));
     assert_eq!((r.role(), r.leader()), (Role::Follower, Some(ReplicaId(2))));
 
     // A leader told by itself that it leads its own epoch does not follow itself.
     let (mut l, now) = established_leader(|_| {});
-    let out = step(&mut l, now, begin(1, 1, 1, 1));
+    let out = step(&mut l, now, begin_quorum_epoch(1, 1, 1, 1));
     assert_eq!(epoch_answer(&out), Some(Some(ErrorCode::InvalidRequest)));
     assert_eq!(l.role(), Role::Leader);
 }

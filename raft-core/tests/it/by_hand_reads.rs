@@ -7,7 +7,7 @@ use raft_core::message::{ErrorCode, ReadBarrier, ReadIndexRequest, Request, Requ
 use raft_core::protocol::{Event, Input, Outgoing, Outputs, ReadId, ReadMode, Replica};
 use raft_core::{Epoch, Instant, Offset, ReplicaId, Role};
 
-use crate::by_hand::{core, established_leader, fetch_from, request_to, step};
+use crate::by_hand::{begin_quorum_epoch, core, established_leader, fetch_from, request_to, step};
 
 /// The error of the ReadIndex answer in `out`, if the request was answered.
 fn read_index_answer(out: &Outputs) -> Option<Option<ErrorCode>> {
@@ -56,16 +56,7 @@ fn a_leader_refuses_read_index_requests_that_are_not_its_followers_in_its_epoch(
     assert_eq!(read_index_answer(&out), None, "answered before its round");
 
     let mut follower = core(2, 3, |_| {});
-    let begin = Input::Request {
-        from: ReplicaId(1),
-        id: RequestId(1),
-        request: Request::BeginQuorumEpoch(raft_core::message::BeginQuorumEpochRequest {
-            epoch: Epoch(1),
-            leader: ReplicaId(1),
-            voter: ReplicaId(2),
-            voter_directory: None,
-        }),
-    };
+    let begin = begin_quorum_epoch(1, 1, 1, 2);
     step(&mut follower, 0, begin);
     assert_eq!(follower.role(), Role::Follower);
     let out = step(&mut follower, 0, read_index(3, 3, 1));
@@ -183,16 +174,7 @@ fn a_read_that_runs_out_of_time_says_whether_a_leader_was_known() {
     // leader gets the same read.
     use raft_core::protocol::ReadFailure;
     let mut r = core(3, 3, |_| {});
-    let begin = Input::Request {
-        from: ReplicaId(1),
-        id: RequestId(1),
-        request: Request::BeginQuorumEpoch(raft_core::message::BeginQuorumEpochRequest {
-            epoch: Epoch(1),
-            leader: ReplicaId(1),
-            voter: ReplicaId(3),
-            voter_directory: None,
-        }),
-    };
+    let begin = begin_quorum_epoch(1, 1, 1, 3);
     let now = 1_000_000;
     step(&mut r, now, begin);
     let read = Input::Read {
@@ -229,16 +211,7 @@ fn a_follower_asks_for_a_lease_only_when_every_read_in_the_batch_accepts_one() {
     // Method: r3 follows r1; a lease-mode read goes out with `lease` set; after its answer, a
     // linearizable read goes out without it.
     let mut r = core(3, 3, |_| {});
-    let begin = Input::Request {
-        from: ReplicaId(1),
-        id: RequestId(1),
-        request: Request::BeginQuorumEpoch(raft_core::message::BeginQuorumEpochRequest {
-            epoch: Epoch(1),
-            leader: ReplicaId(1),
-            voter: ReplicaId(3),
-            voter_directory: None,
-        }),
-    };
+    let begin = begin_quorum_epoch(1, 1, 1, 3);
     let now = 1_000_000;
     step(&mut r, now, begin);
     for (n, mode) in [ReadMode::Lease, ReadMode::Linearizable]

@@ -8,13 +8,16 @@
 
 use bytes::Bytes;
 use raft_core::message::{
-    BeginQuorumEpochRequest, ErrorCode, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse,
-    ReadBarrier, Request, RequestId, Response,
+    ErrorCode, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, ReadBarrier, Request,
+    RequestId, Response,
 };
 use raft_core::protocol::{Fill, Input, LogOp, Outgoing, Outputs, Replica, SnapshotOp};
 use raft_core::{Epoch, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId, Role};
 
-use crate::by_hand::{core, established_leader, request_to, step, tick_until, vote_answer};
+use crate::by_hand::{
+    begin_quorum_epoch, core, established_leader, r2_grants, request_to, step, sync_last_append,
+    tick_until,
+};
 
 /// The snapshot r1 names: it covers the offsets below 3, the last of them of epoch 1.
 const SNAP: OffsetAndEpoch = OffsetAndEpoch {
@@ -144,16 +147,7 @@ fn downloaded(r: &Replica, id: OffsetAndEpoch, verified: bool) -> Input {
 fn follower(tune: impl FnOnce(&mut raft_core::Config)) -> (Replica, u64, RequestId) {
     let mut r = core(3, 3, tune);
     let now = 1_000;
-    let begin = Input::Request {
-        from: ReplicaId(1),
-        id: RequestId(1),
-        request: Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
-            epoch: Epoch(1),
-            leader: ReplicaId(1),
-            voter: ReplicaId(3),
-            voter_directory: None,
-        }),
-    };
+    let begin = begin_quorum_epoch(1, 1, 1, 3);
     let out = step(&mut r, now, begin);
     assert_eq!((r.role(), r.leader()), (Role::Follower, Some(ReplicaId(1))));
     let fetch = fetch_request(&out).expect("a fetch to r1");
@@ -209,15 +203,7 @@ fn a_snapshot_not_ahead_of_the_high_watermark_is_refused_and_counted() {
     let (mut r, now, fetch) = follower(|_| {});
     let out = answer(&mut r, now, fetch, fetch_answer(None, records(0, 2), 2));
     assert_eq!(r.high_watermark(), Offset(2));
-    let seq = out
-        .log
-        .iter()
-        .find_map(|op| match op {
-            LogOp::Append { seq, .. } => Some(*seq),
-            _ => None,
-        })
-        .expect("the records are appended");
-    let mut out = step(&mut r, now, Input::LogPersisted(seq));
+    let mut out = sync_last_append(&mut r, now, &out, "the records");
     for (n, offset) in [2, 1].into_iter().enumerate() {
         let fetch = fetch_request(&out).expect("a fetch to r1");
         let id = OffsetAndEpoch::new(Offset(offset), Epoch(1));
@@ -684,39 +670,12 @@ fn a_voter_that_becomes_leader_drops_its_download() {
         Some((SNAP, 2)),
         "kept while campaigning"
     );
-    let ask = outs
-        .iter()
-        .find_map(|o| request_to(o, 2, |q| matches!(q, Request::Vote(_))))
-        .expect("a vote request to r2");
-    let granted = Input::Response {
-        from: ReplicaId(2),
-        id: ask,
-        response: vote_answer(2, true),
-    };
-    let out = step(&mut r, now, granted);
+    let out = step(&mut r, now, r2_grants(&outs, 2));
     assert_eq!((r.role(), r.epoch()), (Role::Leader, Epoch(2)));
     assert_eq!(r.snapshot_download(), None, "a leader kept its download");
-    let seq = out
-        .log
-        .iter()
-        .rev()
-        .find_map(|op| match op {
-            LogOp::Append { seq, .. } => Some(*seq),
-            _ => None,
-        })
-        .expect("the epoch-start record is appended");
-    step(&mut r, now, Input::LogPersisted(seq));
+    sync_last_append(&mut r, now, &out, "the epoch-start record");
 
-    let begin = Input::Request {
-        from: ReplicaId(1),
-        id: RequestId(2),
-        request: Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
-            epoch: Epoch(3),
-            leader: ReplicaId(1),
-            voter: ReplicaId(3),
-            voter_directory: None,
-        }),
-    };
+    let begin = begin_quorum_epoch(1, 3, 1, 3);
     let out = step(&mut r, now, begin);
     assert_eq!((r.role(), r.leader()), (Role::Follower, Some(ReplicaId(1))));
     assert!(snapshot_request(&out).is_none(), "resumed the old download");

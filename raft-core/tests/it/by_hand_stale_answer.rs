@@ -20,7 +20,7 @@ use raft_core::protocol::{Input, LogOp, Outgoing, Outputs, Replica, SnapshotOp};
 use raft_core::voters::VoterSet;
 use raft_core::{Epoch, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId, Role};
 
-use crate::by_hand::{core, step};
+use crate::by_hand::{core, step, sync_last_append};
 
 /// The first request in `out` that `pick` accepts: its receiver and id.
 fn request_in(out: &Outputs, pick: fn(&Request) -> bool) -> Option<(ReplicaId, RequestId)> {
@@ -152,13 +152,8 @@ fn run(planted: Option<Planted>) -> Outcome {
     records.records = epoch_1_records(15);
     let mut out = step(&mut r, now, answer(probe, Response::Fetch(records)));
     // The records become durable before the next request (a fetch offset acknowledges them).
-    let appended = out.log.iter().find_map(|op| match op {
-        LogOp::Append { seq, .. } => Some(*seq),
-        _ => None,
-    });
-    let seq = appended.expect("the probe's records are appended");
-    out.messages
-        .extend(step(&mut r, now, Input::LogPersisted(seq)).messages);
+    let synced = sync_last_append(&mut r, now, &out, "the probe's records");
+    out.messages.extend(synced.messages);
     assert_eq!((r.role(), r.leader()), (Role::Follower, Some(probe.0)));
     let hwm_before = r.high_watermark();
     // The download resumes from the new leader, which holds the same snapshot: one chunk of

@@ -5,13 +5,13 @@
 use std::time::Duration;
 
 use raft_core::message::{
-    BeginQuorumEpochRequest, DescribeQuorumRequest, DescribeQuorumResponse, ErrorCode,
-    FetchResponse, ReadBarrier, ReplicaProgress, Request, RequestId, Response,
+    DescribeQuorumRequest, DescribeQuorumResponse, ErrorCode, FetchResponse, ReadBarrier,
+    ReplicaProgress, Request, RequestId, Response,
 };
 use raft_core::protocol::{Input, Outgoing, Outputs, Replica};
 use raft_core::{Epoch, Instant, ReplicaId, Role};
 
-use crate::by_hand::{core, established_leader, fetch_from, request_to, step};
+use crate::by_hand::{begin_quorum_epoch, core, established_leader, fetch_from, request_to, step};
 
 /// The DescribeQuorum answer `r` gives at `now`.
 fn describe(r: &mut Replica, now: u64) -> DescribeQuorumResponse {
@@ -95,16 +95,7 @@ fn a_follower_reports_its_leader_contact_and_refuses_to_describe_the_quorum() {
     // Goal: a follower's status says how long ago its leader last answered a fetch, and lists
     // no progress; asked to describe the quorum it answers NotLeader, naming its leader.
     let mut r = core(3, 3, |_| {});
-    let begin = Input::Request {
-        from: ReplicaId(1),
-        id: RequestId(1),
-        request: Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
-            epoch: Epoch(1),
-            leader: ReplicaId(1),
-            voter: ReplicaId(3),
-            voter_directory: None,
-        }),
-    };
+    let begin = begin_quorum_epoch(1, 1, 1, 3);
     let now = 1_000_000;
     let out = step(&mut r, now, begin);
     assert_eq!(r.role(), Role::Follower);
