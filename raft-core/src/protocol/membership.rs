@@ -441,6 +441,34 @@ mod tests {
         h
     }
 
+    /// A record of `kind` at `offset` carrying `payload`.
+    fn record(offset: u64, kind: RecordKind, payload: &[u8]) -> Record {
+        Record {
+            offset: Offset(offset),
+            epoch: Epoch(1),
+            kind,
+            payload: Bytes::copy_from_slice(payload),
+        }
+    }
+
+    #[test]
+    fn voter_records_are_decoded_whole_or_refused() {
+        let mut buf = BytesMut::new();
+        encode_voters(&set(&[1, 2]), &mut buf);
+        let records = [
+            record(3, RecordKind::Data, b"not a voter set"),
+            record(4, RecordKind::Voters, &buf),
+        ];
+        assert_eq!(
+            voter_records(&records).unwrap(),
+            vec![(Offset(4), set(&[1, 2]))]
+        );
+        let mut long = buf.to_vec();
+        long.extend_from_slice(&[0, 0, 0]);
+        let refused = [records[1].clone(), record(5, RecordKind::Voters, &long)];
+        assert_eq!(voter_records(&refused), Err(DecodeError::Trailing(3)));
+    }
+
     #[test]
     fn the_set_in_force_for_a_record_is_the_newest_strictly_below_it() {
         let h = history();
