@@ -18,7 +18,7 @@ use bytes::Bytes;
 use super::checks::Checker;
 use super::linearizability::{self, Op as LinOp, OpKind, Verdict};
 use super::{Faults, RunOptions, RunReport, SimRng};
-use crate::config::{Config, ValidatedConfig};
+use crate::config::ValidatedConfig;
 use crate::io::{EpochStart, LogState, SnapshotMeta};
 use crate::message::{Request, RequestId, Response};
 use crate::protocol::{
@@ -29,6 +29,7 @@ use crate::types::{
     ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, ReplicaId, Role,
 };
 
+mod config;
 mod fault_schedule;
 mod host;
 mod liveness;
@@ -36,6 +37,7 @@ mod membership;
 mod network;
 mod workload;
 
+use self::config::replica_config;
 pub(crate) use self::host::{log_state, read_range};
 use self::workload::{decode_kv, encode_kv};
 
@@ -269,40 +271,7 @@ impl Cluster {
             .collect();
         let mut hosts = Vec::new();
         for id in voters.iter().chain(observers.iter()) {
-            let mut cfg = Config::new(*id, voters.iter().copied());
-            cfg.directory = Some(crate::types::DirectoryId((u128::from(id.0) << 64) | 1));
-            cfg.observers = observers.iter().copied().collect();
-            cfg.election_timeout = opts.election_timeout;
-            cfg.fetch_timeout = opts.fetch_timeout;
-            cfg.fetch_max_wait = Duration::from_millis(50);
-            cfg.request_timeout = Duration::from_millis(300);
-            cfg.retry_backoff = Duration::from_millis(10);
-            cfg.election_backoff_max = opts.election_timeout;
-            cfg.append_linger = Duration::from_millis(1);
-            cfg.fetch_bytes_max = 64 * 1024;
-            cfg.payload_bytes_max = 1024;
-            cfg.pending_proposals_max = 4096;
-            cfg.pre_vote = opts.pre_vote;
-            cfg.check_quorum = opts.check_quorum;
-            cfg.sticky_votes = opts.sticky_votes;
-            cfg.read_timeout = Duration::from_millis(300);
-            cfg.lease_reads = opts.lease_reads;
-            cfg.lease_drift_margin = opts.lease_drift_margin;
-            cfg.test_unsafe_reads = opts.unsafe_reads;
-            cfg.test_count_arrivals = opts.count_arrivals;
-            cfg.test_planted = opts.planted;
-            cfg.snapshot_log_retention = if opts.faults.mixed_retention {
-                // A stream of its own, so that the cluster's other draws stay as they were.
-                let mut own = SimRng::new(opts.seed ^ (u64::from(id.0) << 32) ^ 0x5EED);
-                own.pick(&[0, 3, 30, 1_000])
-            } else {
-                opts.faults.snapshot_retention
-            };
-            // Small chunks, so that downloads span leader changes and crashes.
-            cfg.snapshot_chunk_bytes = 24;
-            let cfg = cfg
-                .validate()
-                .expect("the simulator's configuration is valid");
+            let cfg = replica_config(&opts, *id, &voters, &observers);
             let drift = opts.faults.drift_ppm as f64 * 1e-6;
             let spread = (rng.below(2001) as f64 - 1000.0) / 1000.0;
             let spread = if opts.faults.clock_extremes {
