@@ -1,5 +1,6 @@
 //! The simulator's liveness checks after healing (L3 to L5) fire on what they are meant to
-//! catch: a replica that never learns who leads, and leadership that moves without a fault.
+//! catch: a replica that never learns who leads, a read that fails in a settled cluster, and
+//! leadership that moves without a fault.
 
 use raft_core::sim::{Cluster, ClusterOptions};
 
@@ -64,5 +65,31 @@ fn a_leader_deposed_without_a_fault_fails_l5() {
             "pre-vote {pre_vote}: {:?}",
             c.violations()
         );
+    }
+}
+
+#[test]
+fn a_read_that_fails_in_the_settled_cluster_fails_l4() {
+    // Goal: L4: once the cluster settled, a read on any replica succeeds within its deadline.
+    // Method: a settled cluster; then one follower's messages to the leader are lost (one
+    // way), so its ReadIndex request never arrives, while it still names the leader; the check
+    // must name that follower's read. Control: without the cut every read succeeds.
+    for cut in [false, true] {
+        let mut c = Cluster::new(ClusterOptions {
+            seed: 33,
+            ..ClusterOptions::default()
+        });
+        let leader = settle(&mut c);
+        let follower = (1..=3).find(|f| *f != leader).expect("three voters");
+        if cut {
+            c.block(follower, leader);
+        }
+        c.check_settled_now();
+        let l4 = violations_with("L4", &c);
+        assert_eq!(!l4.is_empty(), cut, "cut: {cut}: {:?}", c.violations());
+        if cut {
+            assert!(l4[0].contains(&format!("r{follower} ")), "{l4:?}");
+            assert!(!l4[0].contains(&format!("r{leader} ")), "{l4:?}");
+        }
     }
 }
