@@ -54,6 +54,7 @@ mod cluster_suite;
 mod core_suite;
 mod durable_writes;
 mod failover_suite;
+mod measure;
 mod membership_suite;
 mod memory_suite;
 mod mixed_workload;

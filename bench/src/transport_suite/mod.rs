@@ -28,7 +28,7 @@ use raft_core::io::Transport;
 use raft_transport_quic::certs;
 use serde_json::json;
 
-use crate::reads_suite::{histogram, process_cpu_ns};
+use crate::measure::{histogram, process_cpu_ns};
 use crate::{Figure, Size};
 
 use self::quic::quic;

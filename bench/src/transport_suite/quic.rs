@@ -17,7 +17,7 @@ use super::rpc::{
     data, failed, payload_len, request, respond, tls, Client, Failed, CLIENT, IN_FLIGHT,
     RPC_TIMEOUT, SERVER,
 };
-use crate::reads_suite::{histogram, record};
+use crate::measure::{histogram, record};
 struct QuicHandler {
     data: Bytes,
 }

@@ -21,7 +21,7 @@ use tokio::sync::Semaphore;
 use super::rpc::{
     data, failed, payload_len, request, respond, tls, Client, Failed, CLIENT, IN_FLIGHT, SERVER,
 };
-use crate::reads_suite::{histogram, record};
+use crate::measure::{histogram, record};
 async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, buf: &mut BytesMut) -> std::io::Result<Bytes> {
     let len = r.read_u32_le().await? as usize;
     if len > FrameLimits::FRAME_BYTES_MAX_DEFAULT {
