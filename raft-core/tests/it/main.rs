@@ -10,6 +10,7 @@
 
 mod by_hand;
 mod by_hand_epochs;
+mod by_hand_membership;
 mod by_hand_reads;
 mod by_hand_replication;
 mod by_hand_snapshot;

@@ -1,0 +1,164 @@
+//! The leader's voter changes driven by hand, at the edges of what it refuses: an observer that
+//! stopped being caught up or stopped fetching, a change while a voter set record waits in the
+//! leader's batch, and a change before the leader's election state is durable.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use raft_core::message::{FetchRequest, ReadBarrier, Request, RequestId};
+use raft_core::protocol::{Input, LogOp, MembershipError, Outputs, Replica, VoterChange};
+use raft_core::{Config, DirectoryId, Epoch, Instant, Offset, ReplicaId, Role};
+
+use crate::by_hand::{candidate_and_grant, established_leader, fetch_from, step};
+
+/// The directory observer r4 fetches with.
+const DIR: DirectoryId = DirectoryId(44);
+
+/// A fetch from observer r4 with [`DIR`] at `offset`, in epoch 1.
+fn observer_fetch(offset: Offset) -> Input {
+    Input::Request {
+        from: ReplicaId(4),
+        id: RequestId(4_000 + offset.0),
+        request: Request::Fetch(FetchRequest {
+            epoch: Epoch(1),
+            replica: ReplicaId(4),
+            replica_directory: Some(DIR),
+            fetch_offset: offset,
+            last_fetched_epoch: Epoch(1),
+            high_watermark: None,
+            read_barrier: ReadBarrier::default(),
+            max_wait: Duration::ZERO,
+            max_bytes: 1 << 20,
+        }),
+    }
+}
+
+/// Adding r4 with [`DIR`].
+fn add_r4() -> VoterChange {
+    VoterChange::Add {
+        id: ReplicaId(4),
+        directory: DIR,
+        endpoint: "r4:9000".into(),
+    }
+}
+
+/// Asks `r` at `now` for `change`.
+fn change(r: &mut Replica, now: u64, change: VoterChange) -> Result<(), MembershipError> {
+    let mut out = Outputs::default();
+    r.change_voters(Instant(now), change, &mut out).map(|_| ())
+}
+
+/// An established leader r1 (with `tune`) whose observer r4 fetched at its log end at the
+/// returned time.
+fn leader_with_caught_up_observer(tune: impl FnOnce(&mut Config)) -> (Replica, u64) {
+    let (mut r, now) = established_leader(tune);
+    let end = r.log_end().offset;
+    step(&mut r, now, observer_fetch(end));
+    (r, now)
+}
+
+fn is_not_caught_up(result: &Result<(), MembershipError>) -> bool {
+    matches!(result, Err(MembershipError::NotCaughtUp { .. }))
+}
+
+#[test]
+fn an_observer_counts_as_caught_up_for_one_fetch_timeout_after_it_reached_the_end() {
+    // Goal: an observer may be added while less than one fetch timeout (2 s) has passed since
+    // a fetch of it reached the log end, and no longer from then on.
+    let fetch_timeout = 2_000_000_000;
+    let (mut r, t) = leader_with_caught_up_observer(|_| {});
+    assert_eq!(change(&mut r, t + fetch_timeout - 1, add_r4()), Ok(()));
+    let (mut r, t) = leader_with_caught_up_observer(|_| {});
+    assert!(is_not_caught_up(&change(
+        &mut r,
+        t + fetch_timeout,
+        add_r4()
+    )));
+}
+
+#[test]
+fn an_observer_must_still_be_fetching_two_long_polls_and_a_request_timeout_later() {
+    // Goal: a caught-up observer must also be fetching now: its last fetch less than two long
+    // polls (2 x 500 ms) plus a request timeout (2 s) ago, so that a replica that died just
+    // after catching up is not added. Method: a fetch timeout of 10 s, so that being caught up
+    // is not what decides; the change is asked for 2.5 s (accepted) and 3 s (refused) after
+    // the observer's only fetch.
+    let tune = |c: &mut Config| c.fetch_timeout = Duration::from_secs(10);
+    let (mut r, t) = leader_with_caught_up_observer(tune);
+    assert_eq!(change(&mut r, t + 2_500_000_000, add_r4()), Ok(()));
+    let (mut r, t) = leader_with_caught_up_observer(tune);
+    assert!(is_not_caught_up(&change(
+        &mut r,
+        t + 3_000_000_000,
+        add_r4()
+    )));
+}
+
+#[test]
+fn only_a_voter_set_record_in_the_leaders_batch_blocks_a_change() {
+    // Goal: one voter change at a time counts a voter set record still lingering in the
+    // leader's batch, and nothing else there. Method: a leader that lingers a second before
+    // appending; a proposal waits in the batch and a change is still accepted; a second
+    // change is refused, naming the first one's record, right after the proposal.
+    let (mut r, t) = leader_with_caught_up_observer(|c| c.append_linger = Duration::from_secs(1));
+    let mut out = Outputs::default();
+    let proposal = r
+        .propose(Instant(t), Bytes::from_static(b"x"), &mut out)
+        .expect("the leader takes a proposal");
+    assert!(
+        !out.log.iter().any(|op| matches!(op, LogOp::Append { .. })),
+        "the proposal lingers"
+    );
+    assert_eq!(change(&mut r, t, add_r4()), Ok(()));
+    let remove = VoterChange::Remove {
+        id: ReplicaId(3),
+        directory: None,
+    };
+    assert_eq!(
+        change(&mut r, t, remove),
+        Err(MembershipError::ChangeInProgress {
+            offset: proposal.offset.next()
+        }),
+        "the first change's record follows the proposal"
+    );
+}
+
+#[test]
+fn a_leader_whose_election_state_is_not_durable_changes_nothing() {
+    // Goal: the leader refuses voter changes until its election state is durable, even once
+    // it committed in its epoch. Method: r1 wins, its epoch-start record is synced and r2
+    // fetches it, but the persist of r1's election state has not landed; the removal of r3 is
+    // refused as not ready, and accepted once the persist lands.
+    let (mut r, now, granted) = candidate_and_grant(|_| {});
+    let mut out = Outputs::default();
+    r.step(Instant(now), granted, &mut out);
+    let (persist, _) = out.persist.expect("the leader persists its election state");
+    let seq = out
+        .log
+        .iter()
+        .find_map(|op| match op {
+            LogOp::Append { seq, .. } => Some(*seq),
+            _ => None,
+        })
+        .expect("the epoch-start record is appended");
+    let mut later = Outputs::default();
+    r.step(Instant(now), Input::LogPersisted(seq), &mut later);
+    let end = r.log_end().offset;
+    r.step(
+        Instant(now),
+        fetch_from(2, end, ReadBarrier::default()),
+        &mut later,
+    );
+    assert_eq!(r.high_watermark(), end, "committed in its epoch");
+    let remove = || VoterChange::Remove {
+        id: ReplicaId(3),
+        directory: None,
+    };
+    assert_eq!(
+        change(&mut r, now, remove()),
+        Err(MembershipError::NotReady)
+    );
+    r.step(Instant(now), Input::ElectionPersisted(persist), &mut later);
+    assert_eq!(r.role(), Role::Leader);
+    assert_eq!(change(&mut r, now, remove()), Ok(()));
+}
