@@ -9,7 +9,7 @@ use raft_core::message::{FetchRequest, ReadBarrier, Request, RequestId};
 use raft_core::protocol::{Input, LogOp, MembershipError, Outputs, Replica, VoterChange};
 use raft_core::{Config, DirectoryId, Epoch, Instant, Offset, ReplicaId, Role};
 
-use crate::by_hand::{candidate_and_grant, established_leader, fetch_from, step};
+use crate::by_hand::{candidate_and_grant, established_leader, fetch_from, step, sync_last_append};
 
 /// The directory observer r4 fetches with.
 const DIR: DirectoryId = DirectoryId(44);
@@ -161,4 +161,125 @@ fn a_leader_whose_election_state_is_not_durable_changes_nothing() {
     r.step(Instant(now), Input::ElectionPersisted(persist), &mut later);
     assert_eq!(r.role(), Role::Leader);
     assert_eq!(change(&mut r, now, remove()), Ok(()));
+}
+
+/// A fetch from voter `replica` with `directory` at `offset`, in epoch 1.
+fn voter_fetch(replica: u32, directory: Option<DirectoryId>, offset: Offset) -> Input {
+    let mut fetch = observer_fetch(offset);
+    if let Input::Request { from, request, .. } = &mut fetch {
+        *from = ReplicaId(replica);
+        if let Request::Fetch(f) = request {
+            f.replica = ReplicaId(replica);
+            f.replica_directory = directory;
+        }
+    }
+    fetch
+}
+
+/// The leader's view of replica `id`: its directory and fetch offset, among the voters or
+/// among the observers.
+fn progress(
+    r: &Replica,
+    now: u64,
+    voters: bool,
+    id: u32,
+) -> Option<(Option<DirectoryId>, Option<Offset>)> {
+    let status = r.status(Instant(now));
+    let list = if voters {
+        status.voters
+    } else {
+        status.observers
+    };
+    list.iter()
+        .find(|p| p.replica == ReplicaId(id))
+        .map(|p| (p.directory, p.end_offset))
+}
+
+#[test]
+fn a_new_voter_keeps_its_progress_and_the_voters_keep_theirs_across_changes() {
+    // Goal: when the voter set changes, the leader carries each replica's progress over: an
+    // added observer's becomes its voter progress, the other voters (a keyed one included)
+    // keep theirs, and an observer fetching under a voter's id with another directory (a
+    // voter that lost its disk) stays an observer with its own progress.
+    // Method: r4 is added (keyed with its directory) and the change committed; r4 then
+    // fetches once with another directory; r3 is removed.
+    let (mut r, t) = leader_with_caught_up_observer(|_| {});
+    let end = r.log_end().offset;
+    let mut out = Outputs::default();
+    r.change_voters(Instant(t), add_r4(), &mut out)
+        .expect("r4 is caught up");
+    sync_last_append(&mut r, t, &out, "the voter set record");
+    assert_eq!(
+        progress(&r, t, true, 4),
+        Some((Some(DIR), Some(end))),
+        "r4's fetch carried over"
+    );
+    assert_eq!(progress(&r, t, false, 4), None, "no longer an observer");
+    let end = r.log_end().offset;
+    step(&mut r, t, fetch_from(2, end, ReadBarrier::default()));
+    step(&mut r, t, observer_fetch(end));
+    assert_eq!(r.high_watermark(), end, "the addition committed");
+    let lost = DirectoryId(45);
+    step(&mut r, t, voter_fetch(4, Some(lost), Offset::ZERO));
+    let remove = VoterChange::Remove {
+        id: ReplicaId(3),
+        directory: None,
+    };
+    assert_eq!(change(&mut r, t, remove), Ok(()));
+    assert_eq!(
+        progress(&r, t, true, 2),
+        Some((None, Some(end))),
+        "r2 kept its progress"
+    );
+    assert_eq!(
+        progress(&r, t, true, 4).map(|p| p.0),
+        Some(Some(DIR)),
+        "r4 is still a voter"
+    );
+    assert_eq!(progress(&r, t, true, 3), None, "r3 is no voter");
+    assert_eq!(
+        progress(&r, t, false, 4),
+        Some((Some(lost), Some(Offset::ZERO))),
+        "the replica under r4's id with another directory is still an observer"
+    );
+}
+
+#[test]
+fn a_leader_that_removed_itself_resigns_only_once_the_removal_is_committed() {
+    // Goal: a leader outside the set in force leaves once the record that removed it is
+    // committed, not when everything before that record is. Method: r1 takes a write, then
+    // removes itself; r2 and r3 acknowledge up to the record (the high watermark moves to its
+    // offset), then past it.
+    let (mut r, t) = established_leader(|_| {});
+    let mut out = Outputs::default();
+    // A write ahead of the removal, so that the high watermark moves to the record's offset
+    // (rather than already standing there).
+    r.propose(Instant(t), Bytes::from_static(b"x"), &mut out)
+        .expect("the leader takes a proposal");
+    let remove = VoterChange::Remove {
+        id: ReplicaId(1),
+        directory: None,
+    };
+    let record = r
+        .change_voters(Instant(t), remove, &mut out)
+        .expect("a leader may remove itself");
+    sync_last_append(&mut r, t, &out, "the voter set record");
+    for voter in [2, 3] {
+        step(
+            &mut r,
+            t,
+            fetch_from(voter, record.offset, ReadBarrier::default()),
+        );
+    }
+    assert_eq!(r.high_watermark(), record.offset);
+    assert_eq!(r.role(), Role::Leader, "the removal is not committed yet");
+    for voter in [2, 3] {
+        step(
+            &mut r,
+            t,
+            fetch_from(voter, record.offset.next(), ReadBarrier::default()),
+        );
+    }
+    assert!(r.high_watermark() > record.offset);
+    assert_eq!(r.role(), Role::Resigned, "committed: it leaves");
 }
