@@ -136,6 +136,84 @@ fn a_fetch_answer_naming_another_leader_of_the_epoch_is_reported_and_dropped() {
 }
 
 #[test]
+fn a_probe_answered_by_a_voter_that_names_another_leader_is_not_taken_as_the_leaders() {
+    // Goal: an observer probing a voter that is not the leader follows the leader the answer
+    // names, counts that answer as stale (it is not the leader's), and fetches from the leader
+    // at once, rather than backing off as if its leader had refused it.
+    // Method: observer r4's first probe learns epoch 1 without a leader; the next probe's
+    // answer, from the voter probed, refuses with NotLeader and names another voter as the
+    // leader of epoch 1.
+    let mut r = core(4, 3, |_| {});
+    let mut now = 1_000;
+    // The first probe in `out`, else in the outputs of ticks every 10 ms after it.
+    let probe = |r: &mut Replica, now: &mut u64, mut out: Outputs| loop {
+        let found = out.messages.iter().find_map(|m| match m {
+            Outgoing::Request {
+                to,
+                id,
+                request: Request::Fetch(_),
+            } => Some((*to, *id)),
+            _ => None,
+        });
+        if let Some(found) = found {
+            return found;
+        }
+        assert!(*now < 60_000_000_000, "no probe within a minute");
+        *now += 10_000_000;
+        out = step(r, *now, Input::Tick);
+    };
+    let refusal = |leader: Option<u32>| {
+        Response::Fetch(FetchResponse {
+            error: Some(raft_core::message::ErrorCode::NotLeader),
+            epoch: Epoch(1),
+            leader: leader.map(ReplicaId),
+            high_watermark: None,
+            diverging: None,
+            records: Vec::new(),
+            read_barrier: ReadBarrier::default(),
+            snapshot: None,
+        })
+    };
+    let first = step(&mut r, now, Input::Tick);
+    let (asked, id) = probe(&mut r, &mut now, first);
+    let response = refusal(None);
+    let out = step(
+        &mut r,
+        now,
+        Input::Response {
+            from: asked,
+            id,
+            response,
+        },
+    );
+    assert_eq!(
+        (r.role(), r.epoch(), r.leader()),
+        (Role::Unattached, Epoch(1), None)
+    );
+    let (asked, id) = probe(&mut r, &mut now, out);
+    let leader = if asked == ReplicaId(1) { 2 } else { 1 };
+    let response = refusal(Some(leader));
+    let out = step(
+        &mut r,
+        now,
+        Input::Response {
+            from: asked,
+            id,
+            response,
+        },
+    );
+    assert_eq!(
+        (r.role(), r.leader()),
+        (Role::Follower, Some(ReplicaId(leader)))
+    );
+    assert_eq!(r.stats().stale_responses, 1);
+    assert!(
+        request_to(&out, leader, |q| matches!(q, Request::Fetch(_))).is_some(),
+        "fetches from r{leader} at once: {out:?}"
+    );
+}
+
+#[test]
 fn an_answer_from_a_later_epoch_naming_this_replica_as_leader_leaves_it_unattached() {
     // Goal: a replica never follows itself. An answer from a later epoch that names this
     // replica as that epoch's leader (this replica has no memory of leading it) moves it to
