@@ -1,7 +1,8 @@
 //! An observer's core driven by hand through an interleaving in which a fetch answer moves its
 //! high watermark past the snapshot it is downloading: the case the guard against installing
-//! an old snapshot exists for, and which the random sweep has not reached (planted
-//! `install-old-snapshot`, README "Planted bugs").
+//! an old snapshot exists for (planted `install-old-snapshot`, README "Planted bugs"), which
+//! the random sweep reaches only on seeds where replicas keep logs of different lengths below
+//! their snapshots.
 //!
 //! How it arises: a downloading replica sends no Fetch, only FetchSnapshot, so its high
 //! watermark stays put while it downloads, except through one door. An observer downloading
