@@ -4,12 +4,17 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use raft_core::message::{FetchRequest, ReadBarrier, Request, RequestId};
+use bytes::{Bytes, BytesMut};
+use raft_core::codec::encode_voters;
+use raft_core::message::{FetchRequest, FetchResponse, ReadBarrier, Request, RequestId, Response};
 use raft_core::protocol::{Input, LogOp, MembershipError, Outputs, Replica, VoterChange};
-use raft_core::{Config, DirectoryId, Epoch, Instant, Offset, ReplicaId, Role};
+use raft_core::voters::VoterSet;
+use raft_core::{Config, DirectoryId, Epoch, Instant, Offset, Record, RecordKind, ReplicaId, Role};
 
-use crate::by_hand::{candidate_and_grant, established_leader, fetch_from, step, sync_last_append};
+use crate::by_hand::{
+    begin_quorum_epoch, candidate_and_grant, core, established_leader, fetch_from, request_to,
+    step, sync_last_append,
+};
 
 /// The directory observer r4 fetches with.
 const DIR: DirectoryId = DirectoryId(44);
@@ -282,4 +287,78 @@ fn a_leader_that_removed_itself_resigns_only_once_the_removal_is_committed() {
     }
     assert!(r.high_watermark() > record.offset);
     assert_eq!(r.role(), Role::Resigned, "committed: it leaves");
+}
+
+/// Voter r3 of three, following r1 in epoch 1, after r1's answer brought the epoch-start
+/// record and a voter set record removing r3 at offset 1, with the high watermark `hwm`; the
+/// records are durable. Returns it and the time.
+fn removed_follower(hwm: u64) -> (Replica, u64) {
+    let mut r = core(3, 3, |_| {});
+    let now = 1_000;
+    let out = step(&mut r, now, begin_quorum_epoch(1, 1, 1, 3));
+    let fetch =
+        request_to(&out, 1, |q| matches!(q, Request::Fetch(_))).expect("the follower fetches");
+    let mut set = BytesMut::new();
+    let remaining = VoterSet::from_ids([ReplicaId(1), ReplicaId(2)]);
+    encode_voters(&remaining, &mut set);
+    let record = |offset: u64, kind: RecordKind, payload: Bytes| Record {
+        offset: Offset(offset),
+        epoch: Epoch(1),
+        kind,
+        payload,
+    };
+    let answer = FetchResponse {
+        error: None,
+        epoch: Epoch(1),
+        leader: Some(ReplicaId(1)),
+        high_watermark: Some(Offset(hwm)),
+        diverging: None,
+        records: vec![
+            record(0, RecordKind::LeaderChange, Bytes::new()),
+            record(1, RecordKind::Voters, set.freeze()),
+        ],
+        read_barrier: ReadBarrier::default(),
+        snapshot: None,
+    };
+    let input = Input::Response {
+        from: ReplicaId(1),
+        id: fetch,
+        response: Response::Fetch(answer),
+    };
+    let out = step(&mut r, now, input);
+    sync_last_append(&mut r, now, &out, "the records");
+    assert_eq!(r.high_watermark(), Offset(hwm));
+    (r, now)
+}
+
+/// Whether `r` stands for election (a pre-vote or a vote) within ten seconds of ticks.
+fn campaigns_within_ten_seconds(r: &mut Replica, mut now: u64) -> bool {
+    let end = now + 10_000_000_000;
+    while now < end {
+        now += 10_000_000;
+        step(r, now, Input::Tick);
+        if matches!(r.role(), Role::Prospective | Role::Candidate) {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn a_replica_whose_removal_is_committed_never_campaigns() {
+    // Goal: a replica outside the set in force stands for election only while the record that
+    // removed it is uncommitted (the thesis rule); once it is committed, it never does.
+    // Method: r3 learns of its removal at offset 1 with the high watermark at 1 (uncommitted:
+    // its leader then goes silent and it campaigns) and at 2 (committed: it does not).
+    let (mut r, now) = removed_follower(1);
+    assert!(
+        campaigns_within_ten_seconds(&mut r, now),
+        "the removal is uncommitted"
+    );
+    let (mut r, now) = removed_follower(2);
+    assert!(
+        !campaigns_within_ten_seconds(&mut r, now),
+        "the removal is committed"
+    );
+    assert_eq!(r.stats().elections, 0);
 }
