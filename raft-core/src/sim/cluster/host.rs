@@ -373,19 +373,8 @@ impl Cluster {
         }
         let epoch = h.log[h.kv_applied.0 as usize - 1].epoch;
         let id = OffsetAndEpoch::new(h.kv_applied, epoch);
-        if h.snapshots.last().is_some_and(|(m, _)| m.id >= id) {
-            return None;
-        }
-        let data = encode_kv(&h.kv);
-        let h = &mut self.hosts[i];
-        h.since_snapshot = 0;
-        h.snapshots.push((SnapshotMeta::of(id, &data), data));
-        let excess = h
-            .snapshots
-            .len()
-            .saturating_sub(self.opts.faults.snapshots_kept);
-        h.snapshots.drain(..excess);
-        Some(id)
+        let kept = self.opts.faults.snapshots_kept;
+        self.hosts[i].take_snapshot(id, kept).then_some(id)
     }
 
     /// Restores the state machine from an installed snapshot and checks it against the
@@ -550,4 +539,21 @@ pub(super) fn voter_history(cfg: &ValidatedConfig, log: &[Record]) -> VoterHisto
         history.push(r.offset, set);
     }
     history
+}
+
+impl Host {
+    /// Saves the state machine as it is now as snapshot `id` (it has applied everything below
+    /// `id.offset`) and keeps the newest `kept` snapshots; nothing when a snapshot at or past
+    /// `id` is already held. Whether it was taken.
+    pub(super) fn take_snapshot(&mut self, id: OffsetAndEpoch, kept: usize) -> bool {
+        if self.snapshots.last().is_some_and(|(m, _)| m.id >= id) {
+            return false;
+        }
+        let data = encode_kv(&self.kv);
+        self.since_snapshot = 0;
+        self.snapshots.push((SnapshotMeta::of(id, &data), data));
+        let excess = self.snapshots.len().saturating_sub(kept);
+        self.snapshots.drain(..excess);
+        true
+    }
 }

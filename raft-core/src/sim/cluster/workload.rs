@@ -199,30 +199,22 @@ impl Cluster {
         );
         let every = self.opts.faults.snapshot_every;
         let aligned = self.opts.faults.aligned_snapshots && every > 0;
+        let kept = self.opts.faults.snapshots_kept;
         let mut taken = None;
         while h.kv_applied < hwm {
             let rec = &h.log[h.kv_applied.0 as usize];
+            let epoch = rec.epoch;
             h.since_snapshot += 1;
             if let Some(cmd) = KvCommand::decode(&rec.payload) {
                 cmd.apply(&mut h.kv);
             }
             h.kv_applied = h.kv_applied.next();
             if aligned && h.kv_applied.0.is_multiple_of(every) {
-                let id = OffsetAndEpoch::new(h.kv_applied, rec.epoch);
-                if h.snapshots.last().is_none_or(|(m, _)| m.id < id) {
-                    let data = encode_kv(&h.kv);
-                    h.snapshots.push((SnapshotMeta::of(id, &data), data));
+                let id = OffsetAndEpoch::new(h.kv_applied, epoch);
+                if h.take_snapshot(id, kept) {
                     taken = Some(id);
                 }
             }
-        }
-        if taken.is_some() {
-            let excess = h
-                .snapshots
-                .len()
-                .saturating_sub(self.opts.faults.snapshots_kept);
-            h.snapshots.drain(..excess);
-            h.since_snapshot = 0;
         }
         taken
     }
