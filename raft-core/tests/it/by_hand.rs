@@ -78,17 +78,55 @@ pub(crate) fn request_to(
     })
 }
 
-fn fetch_answer(epoch: u32, leader: u32) -> Response {
-    Response::Fetch(FetchResponse {
+/// A successful fetch answer from `leader`, leading `epoch`, exposing `high_watermark`.
+pub(crate) fn fetch_ok(epoch: u32, leader: u32, high_watermark: Option<Offset>) -> FetchResponse {
+    FetchResponse {
         error: None,
         epoch: Epoch(epoch),
         leader: Some(ReplicaId(leader)),
-        high_watermark: None,
+        high_watermark,
         diverging: None,
         records: Vec::new(),
         read_barrier: ReadBarrier::default(),
         snapshot: None,
+    }
+}
+
+fn fetch_answer(epoch: u32, leader: u32) -> Response {
+    Response::Fetch(fetch_ok(epoch, leader, None))
+}
+
+/// `response` from `from` to request `id`.
+pub(crate) fn answer_from((from, id): (ReplicaId, RequestId), response: Response) -> Input {
+    Input::Response { from, id, response }
+}
+
+/// The first request in `out` that `pick` accepts: its receiver and id.
+fn request_in(out: &Outputs, pick: fn(&Request) -> bool) -> Option<(ReplicaId, RequestId)> {
+    out.messages.iter().find_map(|m| match m {
+        Outgoing::Request { to, id, request } if pick(request) => Some((*to, *id)),
+        _ => None,
     })
+}
+
+/// The request `pick` accepts from `out` (the outputs of the last step), else from ticks every
+/// 10 ms after it, for at most a minute of virtual time.
+pub(crate) fn next_request(
+    r: &mut Replica,
+    now: &mut u64,
+    mut out: Outputs,
+    what: &str,
+    pick: fn(&Request) -> bool,
+) -> (ReplicaId, RequestId) {
+    let deadline = *now + 60_000_000_000;
+    loop {
+        if let Some(found) = request_in(&out, pick) {
+            return found;
+        }
+        assert!(*now < deadline, "no {what} within a minute");
+        *now += 10_000_000;
+        out = step(r, *now, Input::Tick);
+    }
 }
 
 #[test]
@@ -145,63 +183,22 @@ fn a_probe_answered_by_a_voter_that_names_another_leader_is_not_taken_as_the_lea
     // leader of epoch 1.
     let mut r = core(4, 3, |_| {});
     let mut now = 1_000;
-    // The first probe in `out`, else in the outputs of ticks every 10 ms after it.
-    let probe = |r: &mut Replica, now: &mut u64, mut out: Outputs| loop {
-        let found = out.messages.iter().find_map(|m| match m {
-            Outgoing::Request {
-                to,
-                id,
-                request: Request::Fetch(_),
-            } => Some((*to, *id)),
-            _ => None,
-        });
-        if let Some(found) = found {
-            return found;
-        }
-        assert!(*now < 60_000_000_000, "no probe within a minute");
-        *now += 10_000_000;
-        out = step(r, *now, Input::Tick);
-    };
+    let is_fetch = |q: &Request| matches!(q, Request::Fetch(_));
     let refusal = |leader: Option<u32>| {
-        Response::Fetch(FetchResponse {
-            error: Some(raft_core::message::ErrorCode::NotLeader),
-            epoch: Epoch(1),
-            leader: leader.map(ReplicaId),
-            high_watermark: None,
-            diverging: None,
-            records: Vec::new(),
-            read_barrier: ReadBarrier::default(),
-            snapshot: None,
-        })
+        let mut f = fetch_ok(1, 0, None);
+        f.error = Some(raft_core::message::ErrorCode::NotLeader);
+        f.leader = leader.map(ReplicaId);
+        Response::Fetch(f)
     };
-    let first = step(&mut r, now, Input::Tick);
-    let (asked, id) = probe(&mut r, &mut now, first);
-    let response = refusal(None);
-    let out = step(
-        &mut r,
-        now,
-        Input::Response {
-            from: asked,
-            id,
-            response,
-        },
-    );
+    let probe = next_request(&mut r, &mut now, Outputs::default(), "a probe", is_fetch);
+    let out = step(&mut r, now, answer_from(probe, refusal(None)));
     assert_eq!(
         (r.role(), r.epoch(), r.leader()),
         (Role::Unattached, Epoch(1), None)
     );
-    let (asked, id) = probe(&mut r, &mut now, out);
-    let leader = if asked == ReplicaId(1) { 2 } else { 1 };
-    let response = refusal(Some(leader));
-    let out = step(
-        &mut r,
-        now,
-        Input::Response {
-            from: asked,
-            id,
-            response,
-        },
-    );
+    let probe = next_request(&mut r, &mut now, out, "a second probe", is_fetch);
+    let leader = if probe.0 == ReplicaId(1) { 2 } else { 1 };
+    let out = step(&mut r, now, answer_from(probe, refusal(Some(leader))));
     assert_eq!(
         (r.role(), r.leader()),
         (Role::Follower, Some(ReplicaId(leader)))

@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use raft_core::codec::encode_voters;
-use raft_core::message::{FetchRequest, FetchResponse, ReadBarrier, Request, RequestId, Response};
+use raft_core::message::{FetchRequest, ReadBarrier, Request, RequestId, Response};
 use raft_core::protocol::{Input, LogOp, MembershipError, Outputs, Replica, VoterChange};
 use raft_core::voters::VoterSet;
 use raft_core::{Config, DirectoryId, Epoch, Instant, Offset, Record, RecordKind, ReplicaId, Role};
 
 use crate::by_hand::{
-    begin_quorum_epoch, candidate_and_grant, core, established_leader, fetch_from, request_to,
-    step, sync_last_append,
+    begin_quorum_epoch, candidate_and_grant, core, established_leader, fetch_from, fetch_ok,
+    request_to, step, sync_last_append,
 };
 
 /// The directory observer r4 fetches with.
@@ -307,19 +307,11 @@ fn removed_follower(hwm: u64) -> (Replica, u64) {
         kind,
         payload,
     };
-    let answer = FetchResponse {
-        error: None,
-        epoch: Epoch(1),
-        leader: Some(ReplicaId(1)),
-        high_watermark: Some(Offset(hwm)),
-        diverging: None,
-        records: vec![
-            record(0, RecordKind::LeaderChange, Bytes::new()),
-            record(1, RecordKind::Voters, set.freeze()),
-        ],
-        read_barrier: ReadBarrier::default(),
-        snapshot: None,
-    };
+    let mut answer = fetch_ok(1, 1, Some(Offset(hwm)));
+    answer.records = vec![
+        record(0, RecordKind::LeaderChange, Bytes::new()),
+        record(1, RecordKind::Voters, set.freeze()),
+    ];
     let input = Input::Response {
         from: ReplicaId(1),
         id: fetch,

@@ -13,62 +13,13 @@
 //! snapshot, so the download finishes from it.
 
 use bytes::Bytes;
-use raft_core::message::{
-    FetchResponse, FetchSnapshotResponse, ReadBarrier, Request, RequestId, Response,
-};
+use raft_core::message::{FetchSnapshotResponse, Request, Response};
 use raft_core::planted::Planted;
-use raft_core::protocol::{Input, LogOp, Outgoing, Outputs, Replica, SnapshotOp};
+use raft_core::protocol::{Input, LogOp, Outputs, SnapshotOp};
 use raft_core::voters::VoterSet;
 use raft_core::{Epoch, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId, Role};
 
-use crate::by_hand::{core, step, sync_last_append};
-
-/// The first request in `out` that `pick` accepts: its receiver and id.
-fn request_in(out: &Outputs, pick: fn(&Request) -> bool) -> Option<(ReplicaId, RequestId)> {
-    out.messages.iter().find_map(|m| match m {
-        Outgoing::Request { to, id, request } if pick(request) => Some((*to, *id)),
-        _ => None,
-    })
-}
-
-/// The request `pick` accepts from `out` (the outputs of the last step), else from ticks every
-/// 10 ms after it, for at most a minute of virtual time.
-fn next_request(
-    r: &mut Replica,
-    now: &mut u64,
-    mut out: Outputs,
-    what: &str,
-    pick: fn(&Request) -> bool,
-) -> (ReplicaId, RequestId) {
-    let deadline = *now + 60_000_000_000;
-    loop {
-        if let Some(found) = request_in(&out, pick) {
-            return found;
-        }
-        assert!(*now < deadline, "no {what} within a minute");
-        *now += 10_000_000;
-        out = step(r, *now, Input::Tick);
-    }
-}
-
-/// `response` from `from` to request `id`.
-fn answer((from, id): (ReplicaId, RequestId), response: Response) -> Input {
-    Input::Response { from, id, response }
-}
-
-/// A successful fetch answer from `leader`, leading `epoch`.
-fn fetch_ok(epoch: u32, leader: u32, high_watermark: Option<Offset>) -> FetchResponse {
-    FetchResponse {
-        error: None,
-        epoch: Epoch(epoch),
-        leader: Some(ReplicaId(leader)),
-        high_watermark,
-        diverging: None,
-        records: Vec::new(),
-        read_barrier: ReadBarrier::default(),
-        snapshot: None,
-    }
-}
+use crate::by_hand::{answer_from, core, fetch_ok, next_request, step, sync_last_append};
 
 /// Epoch 1's log from its start: the leader-change record, then data, up to `end`.
 fn epoch_1_records(end: u64) -> Vec<Record> {
@@ -116,7 +67,7 @@ fn run(planted: Option<Planted>) -> Outcome {
     let out = step(
         &mut r,
         now,
-        answer(probe, Response::Fetch(fetch_ok(1, 1, None))),
+        answer_from(probe, Response::Fetch(fetch_ok(1, 1, None))),
     );
     assert_eq!((r.role(), r.leader()), (Role::Follower, Some(ReplicaId(1))));
     // r1 answers the observer's fetch with the snapshot at offset 10 (its log starts above).
@@ -125,7 +76,7 @@ fn run(planted: Option<Planted>) -> Outcome {
     let snapshot = OffsetAndEpoch::new(Offset(10), Epoch(1));
     let mut pointer = fetch_ok(1, 1, None);
     pointer.snapshot = Some(snapshot);
-    let out = step(&mut r, now, answer(fetch, Response::Fetch(pointer)));
+    let out = step(&mut r, now, answer_from(fetch, Response::Fetch(pointer)));
     assert_eq!(r.snapshot_download(), Some((snapshot, 0)));
     // Its first chunk request is answered from epoch 2, which has no leader yet.
     let chunk_request = next_request(&mut r, &mut now, out, "chunk request", is_chunk_request);
@@ -142,7 +93,7 @@ fn run(planted: Option<Planted>) -> Outcome {
     let out = step(
         &mut r,
         now,
-        answer(chunk_request, Response::FetchSnapshot(unknown)),
+        answer_from(chunk_request, Response::FetchSnapshot(unknown)),
     );
     assert_eq!((r.role(), r.epoch()), (Role::Unattached, Epoch(2)));
     assert_eq!(r.snapshot_download(), Some((snapshot, 0)), "kept");
@@ -151,7 +102,7 @@ fn run(planted: Option<Planted>) -> Outcome {
     let probe = next_request(&mut r, &mut now, out, "second probe", is_fetch);
     let mut records = fetch_ok(2, probe.0 .0, Some(Offset(15)));
     records.records = epoch_1_records(15);
-    let mut out = step(&mut r, now, answer(probe, Response::Fetch(records)));
+    let mut out = step(&mut r, now, answer_from(probe, Response::Fetch(records)));
     // The records become durable before the next request (a fetch offset acknowledges them).
     let synced = sync_last_append(&mut r, now, &out, "the probe's records");
     out.messages.extend(synced.messages);
@@ -180,7 +131,7 @@ fn run(planted: Option<Planted>) -> Outcome {
     let out = step(
         &mut r,
         now,
-        answer(chunk_request, Response::FetchSnapshot(chunk)),
+        answer_from(chunk_request, Response::FetchSnapshot(chunk)),
     );
     let finished = out
         .snapshot

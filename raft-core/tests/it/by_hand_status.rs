@@ -5,13 +5,15 @@
 use std::time::Duration;
 
 use raft_core::message::{
-    DescribeQuorumRequest, DescribeQuorumResponse, ErrorCode, FetchResponse, ReadBarrier,
-    ReplicaProgress, Request, RequestId, Response,
+    DescribeQuorumRequest, DescribeQuorumResponse, ErrorCode, ReadBarrier, ReplicaProgress,
+    Request, RequestId, Response,
 };
 use raft_core::protocol::{Input, Outgoing, Outputs, Replica};
 use raft_core::{Epoch, Instant, ReplicaId, Role};
 
-use crate::by_hand::{begin_quorum_epoch, core, established_leader, fetch_from, request_to, step};
+use crate::by_hand::{
+    begin_quorum_epoch, core, established_leader, fetch_from, fetch_ok, request_to, step,
+};
 
 /// The DescribeQuorum answer `r` gives at `now`.
 fn describe(r: &mut Replica, now: u64) -> DescribeQuorumResponse {
@@ -106,16 +108,7 @@ fn a_follower_reports_its_leader_contact_and_refuses_to_describe_the_quorum() {
     );
     let fetch = request_to(&out, 1, |q| matches!(q, Request::Fetch(_)))
         .expect("the new follower fetches at once");
-    let answer = Response::Fetch(FetchResponse {
-        error: None,
-        epoch: Epoch(1),
-        leader: Some(ReplicaId(1)),
-        high_watermark: None,
-        diverging: None,
-        records: Vec::new(),
-        read_barrier: ReadBarrier::default(),
-        snapshot: None,
-    });
+    let answer = Response::Fetch(fetch_ok(1, 1, None));
     let answered_at = now + 2_000_000;
     let input = Input::Response {
         from: ReplicaId(1),
