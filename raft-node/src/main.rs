@@ -29,6 +29,7 @@ mod multi;
 mod node;
 mod server;
 mod wait;
+mod write_failure;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

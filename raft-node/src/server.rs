@@ -15,8 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
-use raft_core::driver::{Node, WriteError, WriteSession};
-use raft_core::protocol::{ProposeError, TransferError};
+use raft_core::driver::{Node, WriteSession};
 use raft_core::{ReplicaId, Role};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -32,102 +31,13 @@ use crate::metrics::NodeMetrics;
 use crate::multi;
 use crate::resp::{Parser, Proto, Reply};
 use crate::wait::LastWrite;
+use crate::write_failure::{transfer_reply, WriteFailure};
 
 /// How long a client may take to complete its TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Most requests taken from one connection's buffer before replies are written.
 pub const BATCH_MAX: usize = 1024;
-
-/// Why a write failed, before it is turned into a RESP error.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WriteFailure {
-    /// No leader is known (an election is under way).
-    NoLeader,
-    /// Another replica leads.
-    NotLeader(ReplicaId),
-    /// The leader has not committed in its epoch yet.
-    NotReady,
-    /// The leader is handing leadership to this replica.
-    Transferring(ReplicaId),
-    /// Too many proposals pending.
-    QueueFull,
-    /// The command is larger than a record may be.
-    TooLarge {
-        /// Its encoded length.
-        len: usize,
-        /// The limit.
-        max: u32,
-    },
-    /// The record was replaced in a leader change: it will never be applied.
-    Lost,
-    /// The leader could not be reached and the write was never sent to it.
-    LeaderUnreachable(ReplicaId),
-    /// Not confirmed in time: it may or may not be applied.
-    Timeout(Duration),
-    /// The node stopped before it was refused: nothing was proposed.
-    Stopping,
-    /// It may or may not be applied, for the reason given.
-    Unknown(String),
-}
-
-/// The reply to `RAFT TRANSFER`.
-fn transfer_reply(result: Result<(), TransferError>) -> Reply {
-    let msg = match result {
-        Ok(()) => return Reply::ok(),
-        Err(TransferError::NotLeader {
-            leader: Some(l), ..
-        }) => format!("ERR not the leader; leader is r{}", l.0),
-        Err(TransferError::NotLeader { leader: None, .. }) => {
-            "TRYAGAIN no leader is known (election in progress)".into()
-        }
-        Err(TransferError::NotAVoter(id)) => format!("ERR r{} is not another voter", id.0),
-        Err(TransferError::InProgress { to }) => {
-            format!("TRYAGAIN a transfer to r{} is in progress", to.0)
-        }
-        Err(TransferError::Timeout) => {
-            "TRYAGAIN the target did not catch up in time; the leader carries on".into()
-        }
-        Err(e) => format!("TRYAGAIN {e}"),
-    };
-    Reply::Error(msg)
-}
-
-impl WriteFailure {
-    /// Nothing was applied and retrying here may succeed soon.
-    fn retry_here(&self) -> bool {
-        matches!(
-            self,
-            WriteFailure::NoLeader
-                | WriteFailure::NotReady
-                | WriteFailure::Transferring(_)
-                | WriteFailure::QueueFull
-                | WriteFailure::Lost
-                | WriteFailure::LeaderUnreachable(_)
-        )
-    }
-
-    fn from_write_error(e: WriteError) -> WriteFailure {
-        match e {
-            WriteError::Refused(p) => match p {
-                ProposeError::NotLeader {
-                    leader: Some(l), ..
-                } => WriteFailure::NotLeader(l),
-                ProposeError::NotLeader { leader: None, .. } => WriteFailure::NoLeader,
-                ProposeError::NotReady => WriteFailure::NotReady,
-                ProposeError::Transferring { to } => WriteFailure::Transferring(to),
-                ProposeError::QueueFull { .. } => WriteFailure::QueueFull,
-                ProposeError::TooLarge { len, max } => WriteFailure::TooLarge { len, max },
-                _ => WriteFailure::Stopping,
-            },
-            WriteError::Lost(_) => WriteFailure::Lost,
-            WriteError::NotSent { leader, .. } => WriteFailure::LeaderUnreachable(leader),
-            WriteError::Unknown(why) => WriteFailure::Unknown(why.to_string()),
-            // A future kind of error: not known to be a refusal, so not reported as one.
-            other => WriteFailure::Unknown(other.to_string()),
-        }
-    }
-}
 
 /// Everything a connection needs, shared by all of them.
 pub struct Server {
@@ -648,40 +558,10 @@ impl Server {
     }
 
     fn write_reply(&self, r: Result<Bytes, WriteFailure>) -> Reply {
-        let f = match r {
-            Ok(bytes) => return Reply::Raw(bytes),
-            Err(f) => f,
-        };
-        let msg = match f {
-            WriteFailure::NotLeader(l) => format!("TRYAGAIN not leader; {}", self.leader_text(l)),
-            WriteFailure::NoLeader => "TRYAGAIN no leader is known (election in progress)".into(),
-            WriteFailure::NotReady => {
-                "TRYAGAIN the leader has not committed in its epoch yet".into()
-            }
-            WriteFailure::Transferring(to) => {
-                format!("TRYAGAIN leadership is being transferred to r{}", to.0)
-            }
-            WriteFailure::QueueFull => "TRYAGAIN too many writes pending".into(),
-            WriteFailure::Lost => {
-                "TRYAGAIN the write was replaced in a leader change and not applied".into()
-            }
-            WriteFailure::LeaderUnreachable(l) => format!(
-                "TRYAGAIN the leader r{} could not be reached; the write was not sent",
-                l.0
-            ),
-            WriteFailure::TooLarge { len, max } => {
-                format!("ERR command of {len} bytes exceeds the record limit of {max}")
-            }
-            WriteFailure::Timeout(t) => format!(
-                "TIMEOUT the write was not confirmed within {} ms; it may or may not be applied",
-                t.as_millis()
-            ),
-            WriteFailure::Stopping => "TRYAGAIN the node is shutting down".into(),
-            WriteFailure::Unknown(why) => {
-                format!("UNKNOWN the write may or may not be applied ({why}); do not retry blindly")
-            }
-        };
-        Reply::Error(msg)
+        match r {
+            Ok(bytes) => Reply::Raw(bytes),
+            Err(f) => f.reply(|l| self.leader_text(l)),
+        }
     }
 
     /// Waits until this node may serve a read in `mode` from its local state: linearizable and
