@@ -250,3 +250,32 @@ fn a_follower_asks_for_a_lease_only_when_every_read_in_the_batch_accepts_one() {
         step(&mut r, now, answer);
     }
 }
+
+#[test]
+fn an_echo_anchors_the_lease_when_its_own_barrier_was_raised_not_a_newer_one() {
+    // Goal: D6: an echo of barrier b proves only that its sender heard from the leader after b
+    // was raised. A newer barrier raised meanwhile must not anchor it: the lease would outlast
+    // what the echo proves, by as long as the two raises are apart.
+    // Method: r3 echoes the barrier raised at establishment (b1, at t0), confirming it; a tick
+    // a quarter fetch timeout later raises a refresh barrier b2; r2's fetch, sent before it saw
+    // b2, echoes b1. The lease must end one fetch timeout less the margin after t0.
+    let margin = Duration::from_millis(40);
+    let (mut r, t0) = established_leader(|c| {
+        c.lease_reads = true;
+        c.lease_drift_margin = margin;
+    });
+    let fetch_timeout = r.config().fetch_timeout;
+    let b1 = r.read_barrier();
+    let end = r.log_end().offset;
+    step(&mut r, t0 + 1_000_000, fetch_from(3, end, b1));
+    let t1 = t0 + (fetch_timeout / 4).as_nanos() as u64 + 1_000_000;
+    step(&mut r, t1, Input::Tick);
+    assert!(r.read_barrier() > b1, "a refresh barrier was raised at t1");
+    step(&mut r, t1 + 1_000_000, fetch_from(2, end, b1));
+    let lease_end = t0 + (fetch_timeout - margin).as_nanos() as u64;
+    assert!(served_at_once(&mut r, lease_end - 1, 1), "inside the lease");
+    assert!(
+        !served_at_once(&mut r, lease_end, 2),
+        "the lease outlived its anchor: a newer barrier's raise anchored it"
+    );
+}

@@ -193,7 +193,17 @@ impl Cluster {
                 self.maybe_strand_change(leader, removed.is_ok());
             }
             _ => {
-                let id = self.membership_rng.range(1, u64::from(n)) as u32;
+                // Half the time an observer's disk, when there is one: the operator adds it
+                // back at once (`retry_rejoin`), the case where the leader must judge the new
+                // disk's progress and not the lost one's.
+                let observers: Vec<u32> = (1..=n)
+                    .filter(|id| !set.contains_id(ReplicaId(*id)))
+                    .collect();
+                let id = if !observers.is_empty() && self.membership_rng.chance(0.5) {
+                    observers[self.membership_rng.below(observers.len() as u64) as usize]
+                } else {
+                    self.membership_rng.range(1, u64::from(n)) as u32
+                };
                 if self.may_wipe(ReplicaId(id)) {
                     self.wipe(id);
                     let down = self
