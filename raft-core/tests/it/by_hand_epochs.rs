@@ -38,11 +38,22 @@ fn reported_inconsistent(out: &Outputs) -> bool {
 
 /// A core of r3 following r1 in `epoch`.
 fn follower_of_1(epoch: u32) -> Replica {
-    let mut r = core(3, 3, |_| {});
+    follower_of_1_among(3, epoch).0
+}
+
+/// A core of r3 of `voters` following r1 in `epoch`, with the output of the step that made
+/// it follow.
+fn follower_of_1_among(voters: u32, epoch: u32) -> (Replica, Outputs) {
+    let mut r = core(3, voters, |_| {});
     let out = step(&mut r, 1_000, begin_quorum_epoch(1, epoch, 1, 3));
     assert_eq!(epoch_answer(&out), Some(None));
     assert_eq!((r.role(), r.leader()), (Role::Follower, Some(ReplicaId(1))));
-    r
+    (r, out)
+}
+
+/// Whether `out` sends r1 a Fetch.
+fn fetches_from_1(out: &Outputs) -> bool {
+    request_to(out, 1, |q| matches!(q, Request::Fetch(_))).is_some()
 }
 
 #[test]
@@ -132,4 +143,59 @@ fn a_resigned_leader_sends_a_failed_end_quorum_epoch_again() {
         again.is_some(),
         "the failed EndQuorumEpoch was not sent again"
     );
+}
+
+#[test]
+fn end_quorum_epoch_of_a_later_epoch_is_followed_and_hurries_the_first_successor() {
+    // Goal: a replica told by EndQuorumEpoch of an epoch later than its own moves to that
+    // epoch following the leader it names (as for any request of a later epoch), and
+    // campaigns by its place among the preferred successors: the first at once.
+    // Method: r3 follows r1 in epoch 1; r2, leader of epoch 2, resigns naming r3 first: r3
+    // follows it and, in the same step, campaigns.
+    let mut r = follower_of_1(1);
+    let out = step(&mut r, 2_000, end_epoch(2, 2, &[3, 1]));
+    assert_eq!(epoch_answer(&out), Some(None));
+    assert_eq!((r.epoch(), r.leader()), (Epoch(2), Some(ReplicaId(2))));
+    assert_eq!(
+        r.role(),
+        Role::Prospective,
+        "the first successor campaigns at once"
+    );
+}
+
+#[test]
+fn end_quorum_epoch_in_the_follower_s_epoch_only_shortens_its_wait_by_its_place() {
+    // Goal: KIP-595: the leader's EndQuorumEpoch in the follower's own epoch shortens its wait
+    // to a backoff set by its place among the preferred successors (position p of n waits
+    // max / 2^(n-1) * 2^(p-1); an unlisted one the maximum), and does not start the follower
+    // over: the fetch it has in flight stays the one it waits for (a second would go out
+    // beside it, and the first one's answer would be dropped).
+    // Method: r3 follows r1 in epoch 2 with its first fetch in flight; r1 resigns naming r3
+    // second of two, third of four, or not at all; ticks 1 ns before and at the backoff.
+    let max = core(3, 3, |_| {}).config().election_backoff_max;
+    for (voters, successors, wait) in [
+        (3, &[2, 3][..], max / 2),
+        (5, &[2, 4, 3, 5][..], max / 4),
+        (5, &[2, 4, 5][..], max),
+    ] {
+        let (mut r, out) = follower_of_1_among(voters, 2);
+        assert!(fetches_from_1(&out), "the new follower fetches at once");
+        let t = 2_000;
+        let out = step(&mut r, t, end_epoch(1, 2, successors));
+        assert_eq!(epoch_answer(&out), Some(None));
+        let out2 = step(&mut r, t, Input::Tick);
+        assert!(
+            !fetches_from_1(&out) && !fetches_from_1(&out2),
+            "{successors:?}: a second fetch beside the one in flight"
+        );
+        let wait = wait.as_nanos() as u64;
+        step(&mut r, t + wait - 1, Input::Tick);
+        assert_eq!(r.role(), Role::Follower, "{successors:?}: campaigned early");
+        step(&mut r, t + wait, Input::Tick);
+        assert_eq!(
+            r.role(),
+            Role::Prospective,
+            "{successors:?}: campaigned late"
+        );
+    }
 }

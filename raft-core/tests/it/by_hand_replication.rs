@@ -1,15 +1,19 @@
 //! The leader's side of replication driven by hand, at the edges of its rules: what a proposal
 //! is refused for, when a batch is appended without lingering, which fetches are refused,
-//! answered at once or parked, and what an answer exposes before the leader's first commit.
+//! answered at once or parked, and what an answer exposes before the leader's first commit;
+//! and when a follower reports its high watermark.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use raft_core::message::{ErrorCode, FetchRequest, FetchResponse, ReadBarrier, Request, Response};
 use raft_core::protocol::{Fill, Input, LogOp, Outgoing, Outputs, ProposeError, ReadId, ReadMode};
-use raft_core::{Config, Epoch, Instant, Offset, ReplicaId, Role};
+use raft_core::{Config, Epoch, Instant, Offset, Record, RecordKind, ReplicaId, Role};
 
-use crate::by_hand::{candidate_and_grant, established_leader, step};
+use crate::by_hand::{
+    answer_from, begin_quorum_epoch, candidate_and_grant, core, established_leader, fetch_ok,
+    next_request, step, sync_last_append,
+};
 
 /// Proposes `len` bytes at `now`, returning the result and the outputs.
 fn propose(
@@ -261,4 +265,53 @@ fn a_leader_exposes_no_high_watermark_before_its_first_commit() {
     let (answer, _) = fetch_answer(&step(&mut r, now, input)).expect("an answer");
     assert_eq!(answer.error, None);
     assert_eq!(answer.high_watermark, None);
+}
+
+#[test]
+fn a_follower_reports_its_high_watermark_only_when_it_moves() {
+    // Goal: `Outputs::committed` is the high watermark when it moved, and only then: an answer
+    // repeating the high watermark the follower already has reports nothing (each report
+    // makes the driver run an apply pass).
+    // Method: r3 follows r1 in epoch 1; r1 answers its fetches with 5 records and a high
+    // watermark of 3, then with no records and 3 again, then with 5.
+    let mut r = core(3, 3, |_| {});
+    let mut now = 1_000;
+    let is_fetch = |q: &Request| matches!(q, Request::Fetch(_));
+    let out = step(&mut r, now, begin_quorum_epoch(1, 1, 1, 3));
+    let mut fetch = next_request(&mut r, &mut now, out, "first fetch", is_fetch);
+    let records = (0..5)
+        .map(|o| Record {
+            offset: Offset(o),
+            epoch: Epoch(1),
+            kind: if o == 0 {
+                RecordKind::LeaderChange
+            } else {
+                RecordKind::Data
+            },
+            payload: Bytes::from(vec![o as u8]),
+        })
+        .collect();
+    let mut answers = vec![
+        (Some(Offset(5)), Vec::new()),
+        (Some(Offset(3)), Vec::new()),
+        (Some(Offset(3)), records),
+    ];
+    for expected in [Some(Offset(3)), None, Some(Offset(5))] {
+        let (hwm, records) = answers.pop().expect("one answer per step");
+        let mut answer = fetch_ok(1, 1, hwm);
+        answer.records = records;
+        let appending = !answer.records.is_empty();
+        let mut out = step(&mut r, now, answer_from(fetch, Response::Fetch(answer)));
+        assert_eq!(
+            out.committed, expected,
+            "answer with high watermark {hwm:?}"
+        );
+        if appending {
+            let synced = sync_last_append(&mut r, now, &out, "the records");
+            assert_eq!(synced.committed, None, "reported twice");
+            out.messages.extend(synced.messages);
+        }
+        assert_eq!(Some(r.high_watermark()), hwm);
+        fetch = next_request(&mut r, &mut now, out, "next fetch", is_fetch);
+    }
 }
