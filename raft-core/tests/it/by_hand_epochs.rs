@@ -1,7 +1,9 @@
 //! BeginQuorumEpoch and EndQuorumEpoch at the edges of their rules, and a resigned leader's
 //! retries, driven by hand (see `by_hand`).
 
-use raft_core::message::{EndQuorumEpochRequest, ErrorCode, Request, RequestId, Response};
+use raft_core::message::{
+    EndQuorumEpochRequest, EpochResponse, ErrorCode, Request, RequestId, Response,
+};
 use raft_core::protocol::{Event, Input, Outgoing, Outputs, Replica};
 use raft_core::{Epoch, ReplicaId, Role};
 
@@ -113,35 +115,69 @@ fn end_quorum_epoch_from_an_earlier_epoch_is_fenced_and_changes_nothing() {
     );
 }
 
+/// The EndQuorumEpoch requests in `out`: receiver and id.
+fn end_epochs_sent(out: &Outputs) -> Vec<(ReplicaId, RequestId)> {
+    out.messages
+        .iter()
+        .filter_map(|m| match m {
+            Outgoing::Request {
+                to,
+                id,
+                request: Request::EndQuorumEpoch(_),
+            } => Some((*to, *id)),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn a_resigned_leader_sends_a_failed_end_quorum_epoch_again() {
-    // Goal: a leader that resigns tells the others with EndQuorumEpoch; a request that fails
-    // (the peer was unreachable) is sent again after the retry backoff, while it still waits
-    // for a successor, so that the handover is not left to the followers' fetch timeouts.
-    // Method: an established leader resigns; its EndQuorumEpoch to r2 fails; ticks follow.
+    // Goal: a leader that resigns tells each other voter with EndQuorumEpoch, once, and never
+    // itself; a request that fails (the peer was unreachable) is sent again after the retry
+    // backoff, while it still waits for a successor, so that the handover is not left to the
+    // followers' fetch timeouts; one that was answered, or is still waiting for its answer,
+    // is not sent again.
+    // Method: an established leader of three resigns; r3 answers its EndQuorumEpoch, r2's
+    // fails; ticks every 10 ms for 200 ms.
     let (mut r, mut now) = established_leader(|_| {});
     let out = step(&mut r, now, Input::Resign);
     assert_eq!(r.role(), Role::Resigned);
-    let is_end = |q: &Request| matches!(q, Request::EndQuorumEpoch(_));
-    let first = request_to(&out, 2, is_end).expect("the resigning leader tells r2");
+    let sent = end_epochs_sent(&out);
+    let to: Vec<ReplicaId> = sent.iter().map(|(to, _)| *to).collect();
+    assert_eq!(to, [ReplicaId(2), ReplicaId(3)], "each other voter, once");
+    let ack = Response::EndQuorumEpoch(EpochResponse {
+        error: None,
+        epoch: Epoch(1),
+        leader: Some(ReplicaId(1)),
+    });
+    step(
+        &mut r,
+        now,
+        Input::Response {
+            from: ReplicaId(3),
+            id: sent[1].1,
+            response: ack,
+        },
+    );
     step(
         &mut r,
         now,
         Input::RequestFailed {
             to: ReplicaId(2),
-            id: first,
+            id: sent[0].1,
         },
     );
-    let mut again = None;
+    let mut again = Vec::new();
     for _ in 0..20 {
         now += 10_000_000;
         let out = step(&mut r, now, Input::Tick);
-        again = again.or(request_to(&out, 2, is_end));
+        again.extend(end_epochs_sent(&out).into_iter().map(|(to, _)| to));
     }
     assert_eq!(r.role(), Role::Resigned, "still waiting for a successor");
-    assert!(
-        again.is_some(),
-        "the failed EndQuorumEpoch was not sent again"
+    assert_eq!(
+        again,
+        [ReplicaId(2)],
+        "only the failed EndQuorumEpoch is sent again, once while its retry is unanswered"
     );
 }
 

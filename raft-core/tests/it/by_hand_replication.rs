@@ -1,14 +1,19 @@
 //! The leader's side of replication driven by hand, at the edges of its rules: what a proposal
 //! is refused for, when a batch is appended without lingering, which fetches are refused,
 //! answered at once or parked, and what an answer exposes before the leader's first commit;
-//! and when a follower reports its high watermark.
+//! and the follower's side: when it reports its high watermark, which records it drops, and
+//! where it truncates.
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use raft_core::message::{ErrorCode, FetchRequest, FetchResponse, ReadBarrier, Request, Response};
+use raft_core::message::{
+    ErrorCode, FetchRequest, FetchResponse, ReadBarrier, Request, RequestId, Response,
+};
 use raft_core::protocol::{Fill, Input, LogOp, Outgoing, Outputs, ProposeError, ReadId, ReadMode};
-use raft_core::{Config, Epoch, Instant, Offset, Record, RecordKind, ReplicaId, Role};
+use raft_core::{
+    Config, Epoch, Instant, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId, Role,
+};
 
 use crate::by_hand::{
     answer_from, begin_quorum_epoch, candidate_and_grant, core, established_leader, fetch_ok,
@@ -267,19 +272,9 @@ fn a_leader_exposes_no_high_watermark_before_its_first_commit() {
     assert_eq!(answer.high_watermark, None);
 }
 
-#[test]
-fn a_follower_reports_its_high_watermark_only_when_it_moves() {
-    // Goal: `Outputs::committed` is the high watermark when it moved, and only then: an answer
-    // repeating the high watermark the follower already has reports nothing (each report
-    // makes the driver run an apply pass).
-    // Method: r3 follows r1 in epoch 1; r1 answers its fetches with 5 records and a high
-    // watermark of 3, then with no records and 3 again, then with 5.
-    let mut r = core(3, 3, |_| {});
-    let mut now = 1_000;
-    let is_fetch = |q: &Request| matches!(q, Request::Fetch(_));
-    let out = step(&mut r, now, begin_quorum_epoch(1, 1, 1, 3));
-    let mut fetch = next_request(&mut r, &mut now, out, "first fetch", is_fetch);
-    let records = (0..5)
+/// Records of epoch 1 at offsets `from..to`, the leader-change record first.
+fn epoch_1_records(from: u64, to: u64) -> Vec<Record> {
+    (from..to)
         .map(|o| Record {
             offset: Offset(o),
             epoch: Epoch(1),
@@ -290,17 +285,67 @@ fn a_follower_reports_its_high_watermark_only_when_it_moves() {
             },
             payload: Bytes::from(vec![o as u8]),
         })
-        .collect();
+        .collect()
+}
+
+fn is_fetch(q: &Request) -> bool {
+    matches!(q, Request::Fetch(_))
+}
+
+/// r3 following r1 in epoch 1, its first fetch waiting for an answer, and the time.
+fn follower_fetching() -> (raft_core::protocol::Replica, u64, (ReplicaId, RequestId)) {
+    let mut r = core(3, 3, |_| {});
+    let mut now = 1_000;
+    let out = step(&mut r, now, begin_quorum_epoch(1, 1, 1, 3));
+    let fetch = next_request(&mut r, &mut now, out, "first fetch", is_fetch);
+    (r, now, fetch)
+}
+
+/// Answers `fetch` with `answer` and makes what it wrote to the log durable: the log
+/// operations of the answer's step, and the next fetch.
+fn answer_fetch(
+    r: &mut raft_core::protocol::Replica,
+    now: &mut u64,
+    fetch: (ReplicaId, RequestId),
+    answer: FetchResponse,
+) -> (Vec<LogOp>, (ReplicaId, RequestId)) {
+    let mut out = step(r, *now, answer_from(fetch, Response::Fetch(answer)));
+    let last_write = out.log.iter().rev().find_map(|op| match op {
+        LogOp::Append { seq, .. } | LogOp::Truncate { seq, .. } => Some(*seq),
+        _ => None,
+    });
+    if let Some(seq) = last_write {
+        let synced = step(r, *now, Input::LogPersisted(seq));
+        out.messages.extend(synced.messages);
+    }
+    let log = std::mem::take(&mut out.log);
+    let next = next_request(r, now, out, "next fetch", is_fetch);
+    (log, next)
+}
+
+/// Whether `log` appends records.
+fn appended(log: &[LogOp]) -> bool {
+    log.iter().any(|op| matches!(op, LogOp::Append { .. }))
+}
+
+#[test]
+fn a_follower_reports_its_high_watermark_only_when_it_moves() {
+    // Goal: `Outputs::committed` is the high watermark when it moved, and only then: an answer
+    // repeating the high watermark the follower already has reports nothing (each report
+    // makes the driver run an apply pass).
+    // Method: r3 follows r1 in epoch 1; r1 answers its fetches with 5 records and a high
+    // watermark of 3, then with no records and 3 again, then with 5.
+    let (mut r, now, mut fetch) = follower_fetching();
     let mut answers = vec![
         (Some(Offset(5)), Vec::new()),
         (Some(Offset(3)), Vec::new()),
-        (Some(Offset(3)), records),
+        (Some(Offset(3)), epoch_1_records(0, 5)),
     ];
     for expected in [Some(Offset(3)), None, Some(Offset(5))] {
         let (hwm, records) = answers.pop().expect("one answer per step");
+        let appending = !records.is_empty();
         let mut answer = fetch_ok(1, 1, hwm);
         answer.records = records;
-        let appending = !answer.records.is_empty();
         let mut out = step(&mut r, now, answer_from(fetch, Response::Fetch(answer)));
         assert_eq!(
             out.committed, expected,
@@ -312,6 +357,68 @@ fn a_follower_reports_its_high_watermark_only_when_it_moves() {
             out.messages.extend(synced.messages);
         }
         assert_eq!(Some(r.high_watermark()), hwm);
-        fetch = next_request(&mut r, &mut now, out, "next fetch", is_fetch);
+        let mut at = now;
+        fetch = next_request(&mut r, &mut at, out, "next fetch", is_fetch);
+    }
+}
+
+#[test]
+fn a_follower_drops_records_that_do_not_continue_its_log_and_counts_them() {
+    // Goal: fetched records are appended only when they continue the log (from its end, in
+    // order, epochs not above the leader's) and every voters record in them decodes; others
+    // are dropped whole and counted in `Stats::bad_records`, nothing appended.
+    // Method: r3 follows r1 in epoch 1 with an empty log; r1 answers with records from
+    // offset 2 (a gap), then with a voters record that does not decode, then with records
+    // that fit.
+    let (mut r, mut now, fetch) = follower_fetching();
+    let mut gap = fetch_ok(1, 1, None);
+    gap.records = epoch_1_records(2, 4);
+    let (log, fetch) = answer_fetch(&mut r, &mut now, fetch, gap);
+    assert!(!appended(&log), "records after a gap appended");
+    assert_eq!((r.stats().bad_records, r.log_end().offset), (1, Offset(0)));
+
+    let mut bad_voters = fetch_ok(1, 1, None);
+    bad_voters.records = epoch_1_records(0, 2);
+    bad_voters.records[1].kind = RecordKind::Voters;
+    bad_voters.records[1].payload = Bytes::from_static(b"not a voter set");
+    let (log, fetch) = answer_fetch(&mut r, &mut now, fetch, bad_voters);
+    assert!(!appended(&log), "an undecodable voter set appended");
+    assert_eq!((r.stats().bad_records, r.log_end().offset), (2, Offset(0)));
+
+    let mut fits = fetch_ok(1, 1, None);
+    fits.records = epoch_1_records(0, 2);
+    let (log, _) = answer_fetch(&mut r, &mut now, fetch, fits);
+    assert!(appended(&log));
+    assert_eq!((r.stats().bad_records, r.log_end().offset), (2, Offset(2)));
+}
+
+#[test]
+fn a_follower_truncates_on_a_diverging_epoch_but_never_below_its_high_watermark() {
+    // Goal: KRaft's truncation: a diverging answer cuts the log to where the leader's epoch
+    // ends (when that is below the log end), never below the high watermark (refused and
+    // counted in `Stats::unsafe_truncations`), and a divergence at the log end changes
+    // nothing (no truncation is written).
+    // Method: r3 holds 6 records of epoch 1, 3 of them committed; answers diverge at 2
+    // (below the high watermark), at 6 (the end), then at 4.
+    let (mut r, mut now, fetch) = follower_fetching();
+    let mut first = fetch_ok(1, 1, Some(Offset(3)));
+    first.records = epoch_1_records(0, 6);
+    let (_, mut fetch) = answer_fetch(&mut r, &mut now, fetch, first);
+    assert_eq!(
+        (r.log_end().offset, r.high_watermark()),
+        (Offset(6), Offset(3))
+    );
+    for (at, truncated_to, refused) in [(2, None, 1), (6, None, 1), (4, Some(Offset(4)), 1)] {
+        let mut diverging = fetch_ok(1, 1, None);
+        diverging.diverging = Some(OffsetAndEpoch::new(Offset(at), Epoch(1)));
+        let (log, next) = answer_fetch(&mut r, &mut now, fetch, diverging);
+        fetch = next;
+        let truncation = log.iter().find_map(|op| match op {
+            LogOp::Truncate { end, .. } => Some(*end),
+            _ => None,
+        });
+        assert_eq!(truncation, truncated_to, "diverging at {at}");
+        assert_eq!(r.stats().unsafe_truncations, refused, "diverging at {at}");
+        assert_eq!(r.log_end().offset, truncated_to.unwrap_or(Offset(6)));
     }
 }
