@@ -82,6 +82,32 @@ fn an_observer_counts_as_caught_up_for_one_fetch_timeout_after_it_reached_the_en
 }
 
 #[test]
+fn an_observer_back_with_a_new_directory_is_judged_by_its_new_disk() {
+    // Goal: a replica fetching under a known id with another directory is another replica (a
+    // wiped disk): what the old directory caught up with is not its, so it may not be added
+    // until the new disk has caught up (planted `stale-progress-across-directories` keeps the
+    // old progress).
+    // Method: observer r4 with DIR fetches at the log end; r4 with a new directory fetches
+    // from offset 0; adding it is refused as not caught up; once it fetched at the end, the
+    // same change is accepted.
+    let (mut r, now) = leader_with_caught_up_observer(|_| {});
+    let wiped = DirectoryId(45);
+    step(&mut r, now, voter_fetch(4, Some(wiped), Offset(0)));
+    let add = || VoterChange::Add {
+        id: ReplicaId(4),
+        directory: wiped,
+        endpoint: "r4:9000".into(),
+    };
+    assert!(
+        is_not_caught_up(&change(&mut r, now, add())),
+        "judged by its lost disk"
+    );
+    let end = r.log_end().offset;
+    step(&mut r, now, voter_fetch(4, Some(wiped), end));
+    assert_eq!(change(&mut r, now, add()), Ok(()));
+}
+
+#[test]
 fn an_observer_must_still_be_fetching_two_long_polls_and_a_request_timeout_later() {
     // Goal: a caught-up observer must also be fetching now: its last fetch less than two long
     // polls (2 x 500 ms) plus a request timeout (2 s) ago, so that a replica that died just

@@ -292,11 +292,11 @@ fn is_fetch(q: &Request) -> bool {
     matches!(q, Request::Fetch(_))
 }
 
-/// r3 following r1 in epoch 1, its first fetch waiting for an answer, and the time.
-fn follower_fetching() -> (raft_core::protocol::Replica, u64, (ReplicaId, RequestId)) {
+/// r3 following r1 in `epoch`, its first fetch waiting for an answer, and the time.
+fn follower_fetching(epoch: u32) -> (raft_core::protocol::Replica, u64, (ReplicaId, RequestId)) {
     let mut r = core(3, 3, |_| {});
     let mut now = 1_000;
-    let out = step(&mut r, now, begin_quorum_epoch(1, 1, 1, 3));
+    let out = step(&mut r, now, begin_quorum_epoch(1, epoch, 1, 3));
     let fetch = next_request(&mut r, &mut now, out, "first fetch", is_fetch);
     (r, now, fetch)
 }
@@ -335,7 +335,7 @@ fn a_follower_reports_its_high_watermark_only_when_it_moves() {
     // makes the driver run an apply pass).
     // Method: r3 follows r1 in epoch 1; r1 answers its fetches with 5 records and a high
     // watermark of 3, then with no records and 3 again, then with 5.
-    let (mut r, now, mut fetch) = follower_fetching();
+    let (mut r, now, mut fetch) = follower_fetching(1);
     let mut answers = vec![
         (Some(Offset(5)), Vec::new()),
         (Some(Offset(3)), Vec::new()),
@@ -364,32 +364,50 @@ fn a_follower_reports_its_high_watermark_only_when_it_moves() {
 
 #[test]
 fn a_follower_drops_records_that_do_not_continue_its_log_and_counts_them() {
-    // Goal: fetched records are appended only when they continue the log (from its end, in
-    // order, epochs not above the leader's) and every voters record in them decodes; others
-    // are dropped whole and counted in `Stats::bad_records`, nothing appended.
-    // Method: r3 follows r1 in epoch 1 with an empty log; r1 answers with records from
-    // offset 2 (a gap), then with a voters record that does not decode, then with records
-    // that fit.
-    let (mut r, mut now, fetch) = follower_fetching();
-    let mut gap = fetch_ok(1, 1, None);
-    gap.records = epoch_1_records(2, 4);
-    let (log, fetch) = answer_fetch(&mut r, &mut now, fetch, gap);
-    assert!(!appended(&log), "records after a gap appended");
-    assert_eq!((r.stats().bad_records, r.log_end().offset), (1, Offset(0)));
-
-    let mut bad_voters = fetch_ok(1, 1, None);
-    bad_voters.records = epoch_1_records(0, 2);
-    bad_voters.records[1].kind = RecordKind::Voters;
-    bad_voters.records[1].payload = Bytes::from_static(b"not a voter set");
-    let (log, fetch) = answer_fetch(&mut r, &mut now, fetch, bad_voters);
-    assert!(!appended(&log), "an undecodable voter set appended");
-    assert_eq!((r.stats().bad_records, r.log_end().offset), (2, Offset(0)));
-
-    let mut fits = fetch_ok(1, 1, None);
-    fits.records = epoch_1_records(0, 2);
+    // Goal: fetched records are appended only when they continue the log: from its end, in
+    // order, with epochs that are positive, never decrease and do not exceed the leader's,
+    // and with every voters record decodable. Others are dropped whole and counted in
+    // `Stats::bad_records`, nothing appended.
+    // Method: r3 follows r1 in epoch 2 with an empty log; r1 answers with one bad batch of
+    // each kind, then with records that fit.
+    let (mut r, mut now, mut fetch) = follower_fetching(2);
+    let batch = |spec: &[(u64, u32)]| -> Vec<Record> {
+        spec.iter()
+            .map(|&(offset, epoch)| Record {
+                offset: Offset(offset),
+                epoch: Epoch(epoch),
+                kind: RecordKind::Data,
+                payload: Bytes::from(vec![offset as u8]),
+            })
+            .collect()
+    };
+    let mut bad_voters = batch(&[(0, 1), (1, 1)]);
+    bad_voters[1].kind = RecordKind::Voters;
+    bad_voters[1].payload = Bytes::from_static(b"not a voter set");
+    let bad = [
+        ("a gap", batch(&[(2, 1), (3, 1)])),
+        ("a decreasing epoch", batch(&[(0, 2), (1, 1)])),
+        ("an epoch above the leader's", batch(&[(0, 3)])),
+        ("epoch zero", batch(&[(0, 0)])),
+        ("an undecodable voter set", bad_voters),
+    ];
+    for (n, (what, records)) in bad.into_iter().enumerate() {
+        let mut answer = fetch_ok(2, 1, None);
+        answer.records = records;
+        let (log, next) = answer_fetch(&mut r, &mut now, fetch, answer);
+        fetch = next;
+        assert!(!appended(&log), "records with {what} appended");
+        assert_eq!(
+            (r.stats().bad_records, r.log_end().offset),
+            (n as u64 + 1, Offset(0)),
+            "{what}"
+        );
+    }
+    let mut fits = fetch_ok(2, 1, None);
+    fits.records = batch(&[(0, 1), (1, 2), (2, 2)]);
     let (log, _) = answer_fetch(&mut r, &mut now, fetch, fits);
     assert!(appended(&log));
-    assert_eq!((r.stats().bad_records, r.log_end().offset), (2, Offset(2)));
+    assert_eq!((r.stats().bad_records, r.log_end().offset), (5, Offset(3)));
 }
 
 #[test]
@@ -400,7 +418,7 @@ fn a_follower_truncates_on_a_diverging_epoch_but_never_below_its_high_watermark(
     // nothing (no truncation is written).
     // Method: r3 holds 6 records of epoch 1, 3 of them committed; answers diverge at 2
     // (below the high watermark), at 6 (the end), then at 4.
-    let (mut r, mut now, fetch) = follower_fetching();
+    let (mut r, mut now, fetch) = follower_fetching(1);
     let mut first = fetch_ok(1, 1, Some(Offset(3)));
     first.records = epoch_1_records(0, 6);
     let (_, mut fetch) = answer_fetch(&mut r, &mut now, fetch, first);
