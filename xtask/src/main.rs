@@ -68,8 +68,14 @@ fn cargo() -> Command {
     cmd
 }
 
+/// The workspace root: where `cargo xtask` runs it from (cargo sets `CARGO_MANIFEST_DIR` for
+/// the process it runs), else where it was built. A binary reused from a shared target dir
+/// by another checkout of the workspace would otherwise act on the checkout that built it.
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    Path::new(&manifest_dir)
         .parent()
         .expect("xtask lives in the workspace")
         .into()
