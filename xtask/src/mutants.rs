@@ -48,6 +48,7 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
         files.push(DEFAULT_FILES.to_string());
     }
     ensure_installed()?;
+    check_exclusions()?;
     let out = root().join("target").join("mutants");
     let mut cmd = cargo();
     cmd.arg("mutants");
@@ -93,6 +94,38 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
         return Err("no mutant was tested".into());
     }
     Ok(())
+}
+
+/// Fails when an exclusion of `.cargo/mutants.toml` names no mutant of the protocol layer as
+/// it is now: exclusions name mutants by line and column, so an edit above one moves the
+/// mutant out from under it, and the equivalent mutant would then be reported as a survivor
+/// (or, worse, the pattern would come to match another mutant).
+fn check_exclusions() -> Result<(), String> {
+    let listed = cargo()
+        .args(["mutants", "--no-config", "--list", "--file", DEFAULT_FILES])
+        .current_dir(root())
+        .output()
+        .map_err(|e| format!("cargo mutants --list: {e}"))?;
+    if !listed.status.success() {
+        return Err(format!(
+            "cargo mutants --list failed: {}",
+            String::from_utf8_lossy(&listed.stderr)
+        ));
+    }
+    let names = String::from_utf8_lossy(&listed.stdout);
+    let stale: Vec<String> = exclusions()?
+        .iter()
+        .filter(|re| !names.lines().any(|n| re.is_match(n)))
+        .map(|re| re.as_str().to_string())
+        .collect();
+    if stale.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "exclusions in .cargo/mutants.toml that match no mutant (the code moved?): {}",
+            stale.join(", ")
+        ))
+    }
 }
 
 /// The `exclude_re` patterns of `.cargo/mutants.toml`.
