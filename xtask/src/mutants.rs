@@ -49,7 +49,8 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
     }
     ensure_installed()?;
     check_exclusions()?;
-    let out = root().join("target").join("mutants");
+    let out = crate::target_dir().join("mutants");
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let mut cmd = cargo();
     cmd.arg("mutants");
     for f in &files {
@@ -85,9 +86,10 @@ pub fn mutants(args: &[String]) -> Result<(), String> {
     print!("{}", report.table());
     if report.missed() > 0 {
         return Err(format!(
-            "{} mutant(s) survived (target/mutants/mutants.out/missed.txt): kill each with a \
-             test, or exclude it in .cargo/mutants.toml with the reason it is equivalent",
-            report.missed()
+            "{} mutant(s) survived ({}): kill each with a test, or exclude it in \
+             .cargo/mutants.toml with the reason it is equivalent",
+            report.missed(),
+            lists.join("missed.txt").display()
         ));
     }
     if report.total() == 0 {
