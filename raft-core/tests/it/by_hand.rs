@@ -7,12 +7,15 @@
 use raft_core::io::LogState;
 use std::time::Duration;
 
+use bytes::Bytes;
 use raft_core::message::{
     BeginQuorumEpochRequest, EpochResponse, FetchRequest, FetchResponse, ReadBarrier, Request,
     RequestId, Response, VoteRequest, VoteResponse,
 };
 use raft_core::protocol::{Event, Input, LogOp, Outgoing, Outputs, Replica, VoterHistory};
-use raft_core::{Config, Epoch, Instant, Offset, OffsetAndEpoch, ReplicaId, Role};
+use raft_core::{
+    Config, Epoch, Instant, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId, Role,
+};
 
 /// The core of replica `id` among voters 1 to `n`, with `tune` applied to its configuration,
 /// started at time 0.
@@ -52,6 +55,27 @@ pub(crate) fn sync_last_append(r: &mut Replica, now: u64, out: &Outputs, what: &
         })
         .unwrap_or_else(|| panic!("{what} is appended"));
     step(r, now, Input::LogPersisted(seq))
+}
+
+/// Records of epoch 1 at offsets `from..to`: the leader-change record (empty) at 0, data
+/// after it.
+pub(crate) fn epoch_1_records(from: u64, to: u64) -> Vec<Record> {
+    (from..to)
+        .map(|o| Record {
+            offset: Offset(o),
+            epoch: Epoch(1),
+            kind: if o == 0 {
+                RecordKind::LeaderChange
+            } else {
+                RecordKind::Data
+            },
+            payload: if o == 0 {
+                Bytes::new()
+            } else {
+                Bytes::from(vec![o as u8])
+            },
+        })
+        .collect()
 }
 
 /// Steps `input` at `now` and makes any election state it persists durable at once.

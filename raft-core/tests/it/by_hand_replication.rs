@@ -16,8 +16,8 @@ use raft_core::{
 };
 
 use crate::by_hand::{
-    answer_from, begin_quorum_epoch, candidate_and_grant, core, established_leader, fetch_ok,
-    next_request, step, sync_last_append,
+    answer_from, begin_quorum_epoch, candidate_and_grant, core, epoch_1_records,
+    established_leader, fetch_ok, next_request, step, sync_last_append,
 };
 
 /// Proposes `len` bytes at `now`, returning the result and the outputs.
@@ -270,22 +270,6 @@ fn a_leader_exposes_no_high_watermark_before_its_first_commit() {
     let (answer, _) = fetch_answer(&step(&mut r, now, input)).expect("an answer");
     assert_eq!(answer.error, None);
     assert_eq!(answer.high_watermark, None);
-}
-
-/// Records of epoch 1 at offsets `from..to`, the leader-change record first.
-fn epoch_1_records(from: u64, to: u64) -> Vec<Record> {
-    (from..to)
-        .map(|o| Record {
-            offset: Offset(o),
-            epoch: Epoch(1),
-            kind: if o == 0 {
-                RecordKind::LeaderChange
-            } else {
-                RecordKind::Data
-            },
-            payload: Bytes::from(vec![o as u8]),
-        })
-        .collect()
 }
 
 fn is_fetch(q: &Request) -> bool {

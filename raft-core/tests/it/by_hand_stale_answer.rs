@@ -17,29 +17,11 @@ use raft_core::message::{FetchSnapshotResponse, Request, Response};
 use raft_core::planted::Planted;
 use raft_core::protocol::{Input, LogOp, Outputs, SnapshotOp};
 use raft_core::voters::VoterSet;
-use raft_core::{Epoch, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId, Role};
+use raft_core::{Epoch, Offset, OffsetAndEpoch, ReplicaId, Role};
 
-use crate::by_hand::{answer_from, core, fetch_ok, next_request, step, sync_last_append};
-
-/// Epoch 1's log from its start: the leader-change record, then data, up to `end`.
-fn epoch_1_records(end: u64) -> Vec<Record> {
-    (0..end)
-        .map(|o| Record {
-            offset: Offset(o),
-            epoch: Epoch(1),
-            kind: if o == 0 {
-                RecordKind::LeaderChange
-            } else {
-                RecordKind::Data
-            },
-            payload: if o == 0 {
-                Bytes::new()
-            } else {
-                Bytes::from(vec![o as u8])
-            },
-        })
-        .collect()
-}
+use crate::by_hand::{
+    answer_from, core, epoch_1_records, fetch_ok, next_request, step, sync_last_append,
+};
 
 /// What the observer did with the finished download: whether it reset its log or restored
 /// its state machine, and its high watermark before and after.
@@ -101,7 +83,7 @@ fn run(planted: Option<Planted>) -> Outcome {
     // from offset 0: it answers with 15 of them and a high watermark of 15.
     let probe = next_request(&mut r, &mut now, out, "second probe", is_fetch);
     let mut records = fetch_ok(2, probe.0 .0, Some(Offset(15)));
-    records.records = epoch_1_records(15);
+    records.records = epoch_1_records(0, 15);
     let mut out = step(&mut r, now, answer_from(probe, Response::Fetch(records)));
     // The records become durable before the next request (a fetch offset acknowledges them).
     let synced = sync_last_append(&mut r, now, &out, "the probe's records");
