@@ -87,6 +87,14 @@ fn served_at_once(r: &mut Replica, at: u64, id: u64) -> bool {
         .any(|e| matches!(e, Event::ReadReady { id: got, .. } if *got == ReadId(id)))
 }
 
+/// An established leader with lease reads and this drift margin, and the time reached.
+fn lease_leader(margin: Duration) -> (Replica, u64) {
+    established_leader(|c| {
+        c.lease_reads = true;
+        c.lease_drift_margin = margin;
+    })
+}
+
 #[test]
 fn the_lease_ends_exactly_one_fetch_timeout_less_the_drift_margin_after_its_anchor() {
     // Goal: D6: a lease read skips the round only strictly before anchor + fetch timeout -
@@ -96,10 +104,7 @@ fn the_lease_ends_exactly_one_fetch_timeout_less_the_drift_margin_after_its_anch
     // Method: the leader raises a barrier on a tick at time b; r2 echoes it later; lease
     // reads are asked 1 ns before the end and at the end. The other follower never fetches.
     let margin = Duration::from_millis(40);
-    let (mut r, now) = established_leader(|c| {
-        c.lease_reads = true;
-        c.lease_drift_margin = margin;
-    });
+    let (mut r, now) = lease_leader(margin);
     let fetch_timeout = r.config().fetch_timeout;
     // With leases, the leader raises a barrier as soon as it is established (to have echoes
     // renew the lease), in the step that established it.
@@ -260,10 +265,7 @@ fn an_echo_anchors_the_lease_when_its_own_barrier_was_raised_not_a_newer_one() {
     // a quarter fetch timeout later raises a refresh barrier b2; r2's fetch, sent before it saw
     // b2, echoes b1. The lease must end one fetch timeout less the margin after t0.
     let margin = Duration::from_millis(40);
-    let (mut r, t0) = established_leader(|c| {
-        c.lease_reads = true;
-        c.lease_drift_margin = margin;
-    });
+    let (mut r, t0) = lease_leader(margin);
     let fetch_timeout = r.config().fetch_timeout;
     let b1 = r.read_barrier();
     let end = r.log_end().offset;
