@@ -16,6 +16,13 @@
 //! of a real network does: a lost request or response leaves the caller waiting until its
 //! timeout.
 //!
+//! A livelock fails loudly instead of hanging: tests run on tokio's paused clock, which moves
+//! only when every task waits, so replicas that keep sending without waiting (a fetch answered
+//! at once and sent again, forever) would stop the clock and with it every timeout a test bounds
+//! its waits by. After [`STORM_LIMIT`] requests without the clock moving, the network panics
+//! once and refuses every later request, so the cluster falls silent, the clock moves again,
+//! and the test fails within its own bounds. On a running clock the count never builds up.
+//!
 //! Needs tokio, hence the `driver` feature.
 #![cfg(feature = "driver")]
 
@@ -45,6 +52,20 @@ struct Net {
     state: Mutex<NetState>,
     limits: FrameLimits,
     model: Mutex<Option<LinkModel>>,
+    storm: Mutex<Storm>,
+}
+
+/// Requests one [`MemNetwork`] may carry without the (tokio) clock moving before it declares
+/// a livelock. A burst of legitimate traffic at one instant is a few messages per write or
+/// read; this is orders of magnitude above any test's, and well under a second of real time.
+pub const STORM_LIMIT: u64 = 100_000;
+
+/// The livelock detector's count: requests carried at the instant `at`.
+#[derive(Default)]
+struct Storm {
+    at: Option<tokio::time::Instant>,
+    count: u64,
+    tripped: bool,
 }
 
 /// What happens to one message on its way from one replica to another.
@@ -113,6 +134,7 @@ impl MemNetwork {
                 state: Mutex::default(),
                 limits,
                 model: Mutex::default(),
+                storm: Mutex::default(),
             }),
         }
     }
@@ -308,6 +330,36 @@ impl MemTransport {
 }
 
 impl Net {
+    /// Counts one request against the livelock limit; after the limit, refuses it (see the
+    /// module docs). The request that trips the detector panics, to say what happened.
+    fn count_request(&self, from: ReplicaId, to: ReplicaId) -> Result<(), TransportError> {
+        let now = tokio::time::Instant::now();
+        let mut storm = lock(&self.storm);
+        if storm.tripped {
+            return Err(TransportError::NotSent {
+                peer: to,
+                reason: "network stopped after a livelock".to_owned(),
+            });
+        }
+        if storm.at != Some(now) {
+            *storm = Storm {
+                at: Some(now),
+                count: 0,
+                tripped: false,
+            };
+        }
+        storm.count += 1;
+        if storm.count > STORM_LIMIT {
+            storm.tripped = true;
+            drop(storm);
+            panic!(
+                "livelock: {STORM_LIMIT} requests carried without the clock moving \
+                 (the last from {from:?} to {to:?}); a replica sends again without waiting"
+            );
+        }
+        Ok(())
+    }
+
     fn is_linked(&self, from: ReplicaId, to: ReplicaId) -> bool {
         !lock(&self.state).cut.contains(&(from, to))
     }
@@ -347,6 +399,7 @@ impl Transport for MemTransport {
         if self.endpoint.closed.load(Ordering::SeqCst) {
             return Err(TransportError::Closed);
         }
+        self.net.count_request(self.endpoint.id, to)?;
         let request = self.wire_request(to, &request)?;
         match tokio::time::timeout(timeout, self.deliver(to, request)).await {
             Ok(result) => result,
@@ -395,6 +448,52 @@ mod tests {
 
     fn describe() -> Request {
         Request::DescribeQuorum(DescribeQuorumRequest {})
+    }
+
+    /// Requests sent without the paused clock moving, [`STORM_LIMIT`] of them, all arrive; the
+    /// next panics (a livelock), and every later request is refused at once, even after the
+    /// clock moves, so the cluster falls silent. A moving clock starts the count over.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_livelock_stops_the_network_and_a_moving_clock_does_not() {
+        let net = MemNetwork::new();
+        let a = net.endpoint(ReplicaId(1));
+        let b = net.endpoint(ReplicaId(2));
+        let echo = Arc::new(Echo::default());
+        b.serve(echo.clone()).await.unwrap();
+        let timeout = Duration::from_secs(1);
+        for _ in 0..2 {
+            for _ in 0..STORM_LIMIT {
+                a.call(ReplicaId(2), describe(), timeout)
+                    .await
+                    .expect("under the limit");
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(echo.0.load(Ordering::SeqCst) as u64, 2 * STORM_LIMIT);
+
+        for _ in 0..STORM_LIMIT {
+            a.call(ReplicaId(2), describe(), timeout).await.unwrap();
+        }
+        let a = Arc::new(a);
+        let tripping = a.clone();
+        let tripped =
+            tokio::spawn(async move { tripping.call(ReplicaId(2), describe(), timeout).await })
+                .await;
+        assert!(
+            tripped.is_err_and(|e| e.is_panic()),
+            "the request over the limit panics"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let after = a.call(ReplicaId(2), describe(), timeout).await;
+        assert!(
+            matches!(after, Err(TransportError::NotSent { .. })),
+            "{after:?}"
+        );
+        assert_eq!(
+            echo.0.load(Ordering::SeqCst) as u64,
+            3 * STORM_LIMIT,
+            "nothing arrives after the livelock"
+        );
     }
 
     /// A lost message leaves the caller waiting until its timeout; a request delayed past the

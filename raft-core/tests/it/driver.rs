@@ -100,6 +100,29 @@ impl StateMachine for Recorder {
     }
 }
 
+/// How long a test waits for any one driver call (write, propose, read, transfer, shutdown)
+/// before it fails: on the paused clock this is virtual time, which the in-memory network keeps
+/// moving even when replicas livelock (see `raft_core::mem::transport`).
+pub(crate) const BOUND: Duration = Duration::from_secs(20);
+
+/// Bounds a driver call's wait, so that a test never hangs on one: a call not answered within
+/// [`BOUND`] fails the test, naming where it waited.
+pub(crate) trait Bounded: std::future::Future + Sized {
+    /// This future, failing the test if it takes longer than [`BOUND`].
+    #[track_caller]
+    fn bounded(self) -> impl std::future::Future<Output = Self::Output> {
+        let at = std::panic::Location::caller();
+        async move {
+            match tokio::time::timeout(BOUND, self).await {
+                Ok(output) => output,
+                Err(_) => panic!("not answered within {BOUND:?}: the call at {at}"),
+            }
+        }
+    }
+}
+
+impl<F: std::future::Future> Bounded for F {}
+
 pub(crate) struct TestNode {
     pub(crate) node: Node,
     pub(crate) sm: Arc<Recorder>,
@@ -246,7 +269,11 @@ async fn three_nodes_elect_commit_and_hand_over_on_shutdown() {
 
     // A follower refuses proposals and names the leader.
     let follower = (leader + 1) % 3;
-    let refused = nodes[follower].node.propose(Bytes::from_static(b"x")).await;
+    let refused = nodes[follower]
+        .node
+        .propose(Bytes::from_static(b"x"))
+        .bounded()
+        .await;
     assert!(
         matches!(
             refused,
@@ -260,7 +287,7 @@ async fn three_nodes_elect_commit_and_hand_over_on_shutdown() {
     for i in 0..200u32 {
         let node = nodes[leader].node.clone();
         tasks.push(tokio::spawn(async move {
-            node.propose(Bytes::from(format!("w{i}"))).await
+            node.propose(Bytes::from(format!("w{i}"))).bounded().await
         }));
     }
     let mut offsets = Vec::new();
@@ -310,7 +337,7 @@ async fn three_nodes_elect_commit_and_hand_over_on_shutdown() {
 
     // Graceful shutdown of the leader hands over: another node leads without a full timeout.
     let stopped = tokio::time::Instant::now();
-    nodes[leader].node.shutdown().await;
+    nodes[leader].node.shutdown().bounded().await;
     let next = wait_for_leader(&nodes, Some(leader)).await;
     assert_ne!(next, leader);
     assert!(
@@ -318,10 +345,14 @@ async fn three_nodes_elect_commit_and_hand_over_on_shutdown() {
         "handover took {:?}",
         stopped.elapsed()
     );
-    let after = nodes[next].node.propose(Bytes::from_static(b"after")).await;
+    let after = nodes[next]
+        .node
+        .propose(Bytes::from_static(b"after"))
+        .bounded()
+        .await;
     assert!(after.is_ok(), "the new leader commits: {after:?}");
     for n in &nodes {
-        n.node.shutdown().await;
+        n.node.shutdown().bounded().await;
     }
 }
 
@@ -352,6 +383,7 @@ async fn a_late_observer_catches_up_through_a_snapshot() {
         nodes[leader]
             .node
             .write(Bytes::from(format!("value-{i}")))
+            .bounded()
             .await
             .expect("write commits");
     }
@@ -396,7 +428,7 @@ async fn a_late_observer_catches_up_through_a_snapshot() {
         "the observer's state equals the leader's"
     );
     for n in nodes.iter().chain(std::iter::once(&late)) {
-        n.node.shutdown().await;
+        n.node.shutdown().bounded().await;
     }
 }
 
@@ -411,6 +443,7 @@ async fn leadership_moves_to_the_chosen_voter() {
     nodes[leader]
         .node
         .write(Bytes::from_static(b"before"))
+        .bounded()
         .await
         .expect("write commits");
     let epoch = nodes[leader].node.status().await.expect("status").epoch;
@@ -419,6 +452,7 @@ async fn leadership_moves_to_the_chosen_voter() {
     nodes[leader]
         .node
         .transfer_leadership(target_id)
+        .bounded()
         .await
         .expect("the handover starts");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -434,15 +468,23 @@ async fn leadership_moves_to_the_chosen_voter() {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let after = nodes[target].node.write(Bytes::from_static(b"after")).await;
+    let after = nodes[target]
+        .node
+        .write(Bytes::from_static(b"after"))
+        .bounded()
+        .await;
     assert!(after.is_ok(), "the new leader commits: {after:?}");
-    let refused = nodes[leader].node.transfer_leadership(target_id).await;
+    let refused = nodes[leader]
+        .node
+        .transfer_leadership(target_id)
+        .bounded()
+        .await;
     assert!(
         matches!(refused, Err(TransferError::NotLeader { .. })),
         "{refused:?}"
     );
     for n in &nodes {
-        n.node.shutdown().await;
+        n.node.shutdown().bounded().await;
     }
 }
 
@@ -496,17 +538,19 @@ async fn restarted_follower_applies_records_its_store_has_not_written_yet() {
         nodes[leader]
             .node
             .write(Bytes::from(format!("a{i}")))
+            .bounded()
             .await
             .expect("write commits");
     }
     let f = (leader + 1) % 3;
-    nodes[f].node.shutdown().await;
+    nodes[f].node.shutdown().bounded().await;
     // Committed while the follower is down: its first fetch after the restart brings these
     // records and a high watermark above its log end at once.
     for i in 0..10u32 {
         nodes[leader]
             .node
             .write(Bytes::from(format!("gap{i}")))
+            .bounded()
             .await
             .expect("write commits");
     }
@@ -521,6 +565,7 @@ async fn restarted_follower_applies_records_its_store_has_not_written_yet() {
         nodes[leader]
             .node
             .write(Bytes::from(format!("b{i}")))
+            .bounded()
             .await
             .expect("write commits");
     }
@@ -540,6 +585,6 @@ async fn restarted_follower_applies_records_its_store_has_not_written_yet() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     for n in &nodes {
-        n.node.shutdown().await;
+        n.node.shutdown().bounded().await;
     }
 }

@@ -11,7 +11,7 @@ use raft_core::mem::transport::MemNetwork;
 use raft_core::protocol::{MembershipError, VoterChange};
 use raft_core::{Config, DirectoryId, ReplicaId, Role};
 
-use crate::driver::{start_node, test_config, wait_for_leader, TestNode};
+use crate::driver::{start_node, test_config, wait_for_leader, Bounded, TestNode};
 
 fn dir(id: u32) -> DirectoryId {
     DirectoryId(0xD1EC_0000 + u128::from(id))
@@ -101,6 +101,7 @@ async fn a_standalone_node_grows_to_three_voters_and_its_leader_leaves() {
         nodes[0]
             .node
             .write(Bytes::from(format!("a{i}")))
+            .bounded()
             .await
             .expect("the standalone voter commits alone");
     }
@@ -134,6 +135,7 @@ async fn a_standalone_node_grows_to_three_voters_and_its_leader_leaves() {
         nodes[0]
             .node
             .write(Bytes::from(format!("b{i}")))
+            .bounded()
             .await
             .expect("three voters commit");
     }
@@ -153,6 +155,7 @@ async fn a_standalone_node_grows_to_three_voters_and_its_leader_leaves() {
         nodes[leader]
             .node
             .write(Bytes::from(format!("c{i}")))
+            .bounded()
             .await
             .expect("the remaining voters commit");
     }
@@ -182,7 +185,7 @@ async fn a_standalone_node_grows_to_three_voters_and_its_leader_leaves() {
         "{refused:?}"
     );
     for n in nodes.iter().chain(std::iter::once(&late)) {
-        n.node.shutdown().await;
+        n.node.shutdown().bounded().await;
     }
 }
 
@@ -246,7 +249,7 @@ async fn a_restarted_node_recovers_its_voter_set_from_its_log_and_snapshot() {
         wait_for_set(n, &three).await;
     }
     // Restart node 3: its log still holds the voter set records.
-    nodes[2].node.abort().await;
+    nodes[2].node.abort().bounded().await;
     isolate(&net, 3);
     nodes[2] = start_kept(&net, 3, &stores[2]).await;
     let st = nodes[2].node.status().await.expect("running");
@@ -258,6 +261,7 @@ async fn a_restarted_node_recovers_its_voter_set_from_its_log_and_snapshot() {
         nodes[leader]
             .node
             .write(Bytes::from(format!("w{i}")))
+            .bounded()
             .await
             .expect("the write commits");
     }
@@ -273,7 +277,7 @@ async fn a_restarted_node_recovers_its_voter_set_from_its_log_and_snapshot() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    nodes[1].node.abort().await;
+    nodes[1].node.abort().bounded().await;
     isolate(&net, 2);
     nodes[1] = start_kept(&net, 2, &stores[1]).await;
     let st = nodes[1].node.status().await.expect("running");
@@ -288,7 +292,7 @@ async fn a_restarted_node_recovers_its_voter_set_from_its_log_and_snapshot() {
     );
     net.heal_all();
     for n in &nodes {
-        n.node.shutdown().await;
+        n.node.shutdown().bounded().await;
     }
 }
 
@@ -321,6 +325,7 @@ async fn an_add_that_times_out_is_unknown_and_then_completes() {
         nodes[leader]
             .node
             .write(Bytes::from(format!("w{i}")))
+            .bounded()
             .await
             .expect("three voters commit");
     }
@@ -399,6 +404,6 @@ async fn an_add_that_times_out_is_unknown_and_then_completes() {
         "the add completed: {again:?}"
     );
     for n in &nodes {
-        n.node.shutdown().await;
+        n.node.shutdown().bounded().await;
     }
 }

@@ -14,7 +14,7 @@ use raft_core::{Offset, ReplicaId, Role};
 
 use super::driver::{
     start_cluster, start_node, start_on, start_restartable, start_with_sm, test_config,
-    wait_for_leader, TestNode,
+    wait_for_leader, Bounded, TestNode,
 };
 
 /// Waits (bounded) until `node`'s state machine holds `payload`.
@@ -52,7 +52,11 @@ async fn a_followers_batch_commits_in_the_order_given() {
         let payloads: Vec<Bytes> = (0..40u32)
             .map(|i| Bytes::from(format!("r{round}-{i:02}")))
             .collect();
-        let results = nodes[follower].node.write_batch(payloads.clone()).await;
+        let results = nodes[follower]
+            .node
+            .write_batch(payloads.clone())
+            .bounded()
+            .await;
         assert_eq!(results.len(), payloads.len(), "one result per write");
         let offsets: Vec<Offset> = results
             .iter()
@@ -77,7 +81,7 @@ async fn a_followers_batch_commits_in_the_order_given() {
         );
     }
     for n in &nodes {
-        n.node.shutdown().await;
+        n.node.shutdown().bounded().await;
     }
 }
 
@@ -96,12 +100,14 @@ async fn a_forwarded_write_whose_answer_is_lost_is_unknown_not_refused() {
     nodes[follower]
         .node
         .write(Bytes::from_static(b"warm-up"))
+        .bounded()
         .await
         .expect("a healthy cluster commits");
     net.cut(nodes[leader].node.id(), nodes[follower].node.id());
     let result = nodes[follower]
         .node
         .write(Bytes::from_static(b"answer-lost"))
+        .bounded()
         .await;
     match &result {
         Err(e @ WriteError::Unknown(_)) => assert!(!e.is_definite_failure()),
@@ -110,7 +116,7 @@ async fn a_forwarded_write_whose_answer_is_lost_is_unknown_not_refused() {
     wait_applied(&nodes[leader], b"answer-lost").await;
     net.heal_all();
     for n in &nodes {
-        n.node.shutdown().await;
+        n.node.shutdown().bounded().await;
     }
 }
 
@@ -129,12 +135,13 @@ async fn a_restarted_replica_serves_reads_without_a_new_write() {
         nodes[leader]
             .node
             .write(Bytes::from(format!("w{i}")))
+            .bounded()
             .await
             .expect("write commits");
     }
     let f = (leader + 1) % 3;
     wait_applied(&nodes[f], b"w19").await;
-    nodes[f].node.shutdown().await;
+    nodes[f].node.shutdown().bounded().await;
 
     let options = DriverOptions {
         seed: 7,
@@ -161,7 +168,7 @@ async fn a_restarted_replica_serves_reads_without_a_new_write() {
     let status = nodes[f].node.status().await.expect("status");
     assert_eq!(status.role, Role::Follower);
     for n in &nodes {
-        n.node.shutdown().await;
+        n.node.shutdown().bounded().await;
     }
 }
 
@@ -207,6 +214,7 @@ async fn a_late_batch_of_a_session_is_dropped_not_applied_after_a_later_one() {
     let mut session = WriteSession::new();
     let warm = session
         .write_batch(&nodes[follower].node, vec![Bytes::from_static(b"warm-up")])
+        .bounded()
         .await;
     assert!(warm[0].is_ok(), "{warm:?}");
 
@@ -215,6 +223,7 @@ async fn a_late_batch_of_a_session_is_dropped_not_applied_after_a_later_one() {
     let a = tokio::spawn(async move {
         let r = session
             .write_batch(&node, vec![Bytes::from_static(b"A")])
+            .bounded()
             .await;
         (session, r)
     });
@@ -227,6 +236,7 @@ async fn a_late_batch_of_a_session_is_dropped_not_applied_after_a_later_one() {
     );
     let b = session
         .write_batch(&nodes[follower].node, vec![Bytes::from_static(b"B")])
+        .bounded()
         .await;
     assert!(b[0].is_ok(), "B commits: {b:?}");
     // A reaches the leader after B was proposed.
@@ -246,7 +256,7 @@ async fn a_late_batch_of_a_session_is_dropped_not_applied_after_a_later_one() {
         "A was dropped, not applied after B"
     );
     for n in &nodes {
-        n.node.shutdown().await;
+        n.node.shutdown().bounded().await;
     }
 }
 
@@ -278,7 +288,7 @@ async fn a_write_truncated_on_its_leader_but_committed_elsewhere_is_not_reported
         }
     }
     let leader = nodes[a].node.clone();
-    let w = tokio::spawn(async move { leader.propose(Bytes::from_static(b"W")).await });
+    let w = tokio::spawn(async move { leader.propose(Bytes::from_static(b"W")).bounded().await });
     // W reaches B and no one else.
     let a_end = loop {
         let (sa, sb) = (
@@ -361,7 +371,7 @@ async fn a_write_truncated_on_its_leader_but_committed_elsewhere_is_not_reported
         ),
     }
     for n in &nodes {
-        n.node.shutdown().await;
+        n.node.shutdown().bounded().await;
     }
 }
 
@@ -392,7 +402,11 @@ async fn writes_pending_below_an_installed_snapshot_are_answered_unknown() {
     let pending: Vec<_> = (0..5)
         .map(|i| {
             let node = nodes[old].node.clone();
-            tokio::spawn(async move { node.propose(Bytes::from(format!("pending-{i}"))).await })
+            tokio::spawn(async move {
+                node.propose(Bytes::from(format!("pending-{i}")))
+                    .bounded()
+                    .await
+            })
         })
         .collect();
     let new = wait_for_leader(&nodes, Some(old)).await;
@@ -400,6 +414,7 @@ async fn writes_pending_below_an_installed_snapshot_are_answered_unknown() {
         nodes[new]
             .node
             .write(Bytes::from(format!("after-{i}")))
+            .bounded()
             .await
             .expect("the majority commits");
     }
@@ -420,6 +435,6 @@ async fn writes_pending_below_an_installed_snapshot_are_answered_unknown() {
         healed.elapsed()
     );
     for n in &nodes {
-        n.node.shutdown().await;
+        n.node.shutdown().bounded().await;
     }
 }

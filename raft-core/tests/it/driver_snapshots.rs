@@ -16,7 +16,7 @@ use raft_core::mem::transport::MemNetwork;
 use raft_core::mem::{MemElectionStore, MemLog, MemSnapshots};
 use raft_core::{Offset, Record, ReplicaId, Role};
 
-use super::driver::test_config;
+use super::driver::{test_config, Bounded};
 
 /// A counter state machine whose snapshot streams hand out their bytes only once the gate is
 /// open (or fail when it is set to fail).
@@ -216,7 +216,7 @@ async fn writes_are_applied_while_a_snapshot_is_written() {
         sm.captures.load(Ordering::SeqCst) == 2
     })
     .await;
-    node.shutdown().await;
+    node.shutdown().bounded().await;
 }
 
 /// Goal: a state machine's failing snapshot stream publishes nothing and stops the replica
