@@ -27,6 +27,9 @@ use crate::protocol::{
 };
 use crate::types::{ElectionState, Instant, Offset, OffsetAndEpoch, ReplicaId};
 
+/// How long the driver waits before waking a replica whose tick left work due at once.
+const SPIN_FLOOR: Duration = Duration::from_millis(1);
+
 pub(super) struct ReplicaTask {
     pub(super) cfg: ValidatedConfig,
     pub(super) options: DriverOptions,
@@ -150,9 +153,24 @@ impl ReplicaTask {
         let timer = tokio::time::sleep_until(self.clock);
         tokio::pin!(timer);
         let mut sources = Sources::default();
+        // When the timer last woke the replica, if nothing else has stepped it since. A step
+        // polls every timer, so a deadline not after that tick is work the replica will not
+        // do at once (the simulator's L0 check holds the protocol to that); waking it again
+        // at once would spin. The floor turns such a bug into a slow poll, and keeps tokio's
+        // paused clock moving in tests, so their time bounds still fire.
+        let mut ticked_at: Option<tokio::time::Instant> = None;
+        let mut spin_reported = false;
         loop {
             let deadline = self.replica.next_deadline();
-            let sleep_until = self.clock + Duration::from_nanos(deadline.0.min(u64::MAX / 4));
+            let mut sleep_until = self.clock + Duration::from_nanos(deadline.0.min(u64::MAX / 4));
+            if let Some(t) = ticked_at.filter(|t| sleep_until <= *t) {
+                if !spin_reported {
+                    spin_reported = true;
+                    tracing::warn!(replica = %self.replica.id(), deadline = deadline.0,
+                        "a tick left work due at once; waking the replica every millisecond");
+                }
+                sleep_until = t + SPIN_FLOOR;
+            }
             let sleep_until = match &self.shutdown {
                 Some((until, _)) => sleep_until.min(*until),
                 None => sleep_until,
@@ -160,11 +178,15 @@ impl ReplicaTask {
             if timer.deadline() != sleep_until || timer.is_elapsed() {
                 timer.as_mut().reset(sleep_until);
             }
-            match sources
+            let wake = sources
                 .next(timer.as_mut(), &mut commands, &mut inbound, &mut done)
-                .await
-            {
-                Wake::Timer => self.step(Input::Tick),
+                .await;
+            ticked_at = None;
+            match wake {
+                Wake::Timer => {
+                    self.step(Input::Tick);
+                    ticked_at = Some(tokio::time::Instant::now());
+                }
                 Wake::Command(cmd) => {
                     self.command(cmd);
                     // Batch: take what else is queued before stepping again.

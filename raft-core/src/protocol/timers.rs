@@ -36,7 +36,11 @@ impl Replica {
                 .fold(*deadline, Instant::min),
             RoleState::Follower(f) => {
                 let mut d = f.fetch_deadline;
-                if !f.fetch_in_flight && self.log.all_durable() {
+                // A finished download being verified asks for nothing until the verification
+                // comes back (`follower_fetch_snapshot`): its next fetch time is not a deadline,
+                // or the driver would wake the replica again and again meanwhile.
+                let verifying = self.download.as_ref().is_some_and(|d| d.finishing);
+                if !f.fetch_in_flight && self.log.all_durable() && !verifying {
                     d = d.min(f.next_fetch_at);
                 }
                 d

@@ -12,7 +12,7 @@ use raft_core::message::{
     RequestId, Response,
 };
 use raft_core::protocol::{Fill, Input, LogOp, Outgoing, Outputs, Replica, SnapshotOp};
-use raft_core::{Epoch, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId, Role};
+use raft_core::{Epoch, Instant, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId, Role};
 
 use crate::by_hand::{
     begin_quorum_epoch, core, established_leader, r2_grants, request_to, step, sync_last_append,
@@ -528,6 +528,36 @@ fn the_same_snapshot_named_again_resumes_its_download_and_another_restarts_it() 
     assert_eq!(other.snapshot_download(), Some((NEWER, 0)));
     let (_, q) = snapshot_request(&out).expect("a FetchSnapshot request to r1");
     assert_eq!((q.snapshot, q.position), (NEWER, 0));
+}
+
+#[test]
+fn a_follower_verifying_its_download_has_nothing_due_until_its_fetch_timeout() {
+    // Goal: while the driver verifies a finished download, the follower sends nothing, so its
+    // next deadline is its fetch timeout, not the next fetch time it will not use. Regression:
+    // the next fetch time stayed a deadline, already passed, and the driver woke the replica
+    // again at once for as long as the verification ran (a core spinning; in the simulator
+    // the L0 check, in driver tests a paused clock that stood still).
+    // Method: r3 gets all 4 bytes of SNAP in one chunk; at that instant and 50 ms later its
+    // deadline is after the step, and a tick then sends nothing.
+    let (mut r, now, id) = downloading(|_| {});
+    let out = answer(&mut r, now, id, chunk(SNAP, 4, 9, 0, &[1, 2, 3, 4]));
+    assert!(matches!(
+        out.snapshot.last(),
+        Some(SnapshotOp::Finish { .. })
+    ));
+    assert!(r.next_deadline() > Instant(now), "{:?}", r.next_deadline());
+    let later = now + 50_000_000;
+    let out = step(&mut r, later, Input::Tick);
+    assert!(
+        snapshot_request(&out).is_none() && out.messages.is_empty(),
+        "{out:?}"
+    );
+    assert!(
+        r.next_deadline() > Instant(later),
+        "{:?}",
+        r.next_deadline()
+    );
+    assert_eq!(r.snapshot_download(), Some((SNAP, 4)));
 }
 
 #[test]

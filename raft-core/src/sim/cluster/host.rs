@@ -174,8 +174,22 @@ impl Cluster {
         };
         let mut out = std::mem::take(&mut h.out);
         replica.step(now, input, &mut out);
+        let due = replica.next_deadline();
+        let role = replica.role();
         self.handle_outputs(i, &mut out);
         self.hosts[i].out = out;
+        if due <= now {
+            // Every step polls the timers, so whatever is due at `now` has been done; a
+            // deadline not after it would wake the replica again at once, and again: a driver
+            // spinning a core (and here, virtual time standing still).
+            let id = self.hosts[i].id;
+            self.checker.report(
+                self.now,
+                format!("L0 {id} ({role}) spins: stepped at {now}, still has work due at {due}"),
+            );
+            self.queue.clear();
+            return;
+        }
         self.schedule_tick(i);
     }
 
