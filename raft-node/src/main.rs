@@ -167,7 +167,20 @@ async fn run(
     if let Some(addr) = running.metrics_addr {
         println!("raft-node: metrics on http://{addr}/metrics");
     }
-    stop_signal().await;
+    let node = running.node.clone();
+    tokio::select! {
+        () = stop_signal() => {}
+        cause = node.stopped() => {
+            // The replica stopped on its own (a storage failure): exit with an error, so that
+            // the process's supervisor restarts it, rather than serve clients without it.
+            running.shutdown().await;
+            let why = match cause {
+                raft_core::driver::StopCause::Failed(reason) => reason,
+                other => format!("{other:?}"),
+            };
+            return Err(anyhow::anyhow!("the replica stopped: {why}"));
+        }
+    }
     tracing::info!("stopping");
     running.shutdown().await;
     Ok(())

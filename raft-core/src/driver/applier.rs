@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::membership::{snapshot_header, unframe_snapshot};
 use super::progress::{Progress, ProgressPacing};
+use super::supervise::spawn_reporting;
 use super::task_messages::Done;
 use super::Metrics;
 use bytes::Bytes;
@@ -282,19 +283,23 @@ impl Applier {
         let header = snapshot_header(&self.voters);
         let store = self.snapshots.clone();
         let done = self.done.clone();
-        self.writing = Some(tokio::spawn(async move {
-            let started = tokio::time::Instant::now();
-            let result = write_snapshot(&*store, id, header, state).await;
-            if let Ok(bytes) = result {
-                tracing::debug!(
-                    snapshot = ?id,
-                    bytes,
-                    ms = started.elapsed().as_millis() as u64,
-                    "snapshot written"
-                );
-            }
-            let _ = done.send(Done::SnapshotTaken(result.map(|_| id))).await;
-        }));
+        self.writing = Some(spawn_reporting(
+            "snapshot writing",
+            done.clone(),
+            async move {
+                let started = tokio::time::Instant::now();
+                let result = write_snapshot(&*store, id, header, state).await;
+                if let Ok(bytes) = result {
+                    tracing::debug!(
+                        snapshot = ?id,
+                        bytes,
+                        ms = started.elapsed().as_millis() as u64,
+                        "snapshot written"
+                    );
+                }
+                let _ = done.send(Done::SnapshotTaken(result.map(|_| id))).await;
+            },
+        ));
         Ok(())
     }
 }
@@ -364,7 +369,8 @@ pub(super) async fn restore_with_progress(
 
 pub(super) fn spawn_applier(mut applier: Applier) -> mpsc::UnboundedSender<ApplyJob> {
     let (tx, mut rx) = mpsc::unbounded_channel::<ApplyJob>();
-    tokio::spawn(async move {
+    let done = applier.done.clone();
+    spawn_reporting("applier", done, async move {
         let mut responses = Vec::new();
         // The id of the last record applied; a snapshot is taken only after this process
         // applied at least one record (it then knows the epoch the snapshot ends with).

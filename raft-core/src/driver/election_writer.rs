@@ -3,6 +3,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::supervise::spawn_reporting;
 use super::task_messages::Done;
 use super::Metrics;
 use tokio::sync::mpsc;
@@ -19,7 +20,7 @@ pub(super) fn spawn_election_writer(
     metrics: Arc<Metrics>,
 ) -> mpsc::UnboundedSender<(PersistSeq, ElectionState)> {
     let (tx, mut rx) = mpsc::unbounded_channel::<(PersistSeq, ElectionState)>();
-    tokio::spawn(async move {
+    spawn_reporting("election writer", done.clone(), async move {
         while let Some(mut latest) = rx.recv().await {
             while let Ok(next) = rx.try_recv() {
                 latest = next;

@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::supervise::spawn_reporting;
 use super::task_messages::Done;
 use super::Metrics;
 use tokio::sync::{mpsc, oneshot};
@@ -26,7 +27,7 @@ pub(super) fn spawn_log_writer(
     metrics: Arc<Metrics>,
 ) -> mpsc::UnboundedSender<GatedLogOp> {
     let (tx, mut rx) = mpsc::unbounded_channel::<GatedLogOp>();
-    tokio::spawn(async move {
+    spawn_reporting("log writer", done.clone(), async move {
         let mut queue: Vec<GatedLogOp> = Vec::new();
         let mut batch: Vec<Record> = Vec::new();
         while let Some(op) = rx.recv().await {

@@ -23,9 +23,11 @@ mod reachability;
 mod replica_task;
 mod session;
 mod snapshot_writer;
+mod supervise;
 mod tail_cache;
 mod task_messages;
 mod waiters;
+mod wake;
 
 pub use membership::VoterChangeError;
 pub use outcome::{Committed, Uncertain, WriteError};
@@ -216,12 +218,24 @@ impl From<ReadFailure> for ReadError {
     }
 }
 
+/// Why a node stopped (see [`Node::stopped`]).
+#[derive(Clone, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub enum StopCause {
+    /// [`Node::shutdown`] or [`Node::abort`] stopped it.
+    Requested,
+    /// It stopped on its own: a storage, state machine or snapshot failure, or a panic in one of
+    /// its tasks. The text says which.
+    Failed(String),
+}
+
 /// A running replica. Cheap to clone; every clone talks to the same task.
 #[derive(Clone)]
 pub struct Node {
     id: ReplicaId,
     commands: mpsc::Sender<Command>,
     metrics: Arc<Metrics>,
+    stopped: tokio::sync::watch::Receiver<Option<StopCause>>,
 }
 
 impl Node {
@@ -346,11 +360,15 @@ impl Node {
             transfer: None,
         };
         let id = task.cfg.id;
-        tokio::spawn(task.run(cmd_rx, inbound_rx, done_rx));
+        let transport = task.parts.transport.clone();
+        let (stopped_tx, stopped) = tokio::sync::watch::channel(None);
+        let run = task.run(cmd_rx, inbound_rx, done_rx);
+        supervise::spawn_replica(id, transport, stopped_tx, run);
         Ok(Node {
             id,
             commands: cmd_tx,
             metrics,
+            stopped,
         })
     }
 
@@ -479,6 +497,22 @@ impl Node {
         if self.commands.send(Command::Abort { reply }).await.is_ok() {
             let _ = rx.await;
         }
+    }
+
+    /// Waits until the node has stopped, and says why: after [`Node::shutdown`] or
+    /// [`Node::abort`], or on its own after a failure, which leaves it unable to serve (its
+    /// transport closed, every call refused). A process that embeds one node can select on this
+    /// to exit, so that its supervisor restarts it, rather than run on without a replica.
+    pub async fn stopped(&self) -> StopCause {
+        let mut stopped = self.stopped.clone();
+        let cause = match stopped.wait_for(Option::is_some).await {
+            Ok(cause) => cause.clone(),
+            Err(_) => None,
+        };
+        // No cause: the runtime dropped the task before it ended (it is shutting down).
+        cause.unwrap_or_else(|| {
+            StopCause::Failed("the replica task was dropped before it ended".into())
+        })
     }
 
     /// Resigns gracefully (a leader hands over to its preferred successor), waits for the

@@ -12,10 +12,12 @@ use super::log_writer::{read_for_fetch, GatedLogOp};
 use super::outcome::{Committed, Uncertain, WriteError};
 use super::session::{Admission, SessionTable};
 use super::snapshot_writer::fill_snapshot_chunk;
+use super::supervise::spawn_reporting;
 use super::tail_cache::LogCache;
 use super::task_messages::{Command, Done, Inbound};
 use super::waiters::{Reply, Waiters};
-use super::{DriverOptions, Metrics, Parts, ReadError, ReadMode, ReadPermit};
+use super::wake::{timer_wake, Sources, Wake};
+use super::{DriverOptions, Metrics, Parts, ReadError, ReadMode, ReadPermit, StopCause};
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
@@ -26,9 +28,6 @@ use crate::protocol::{
     SnapshotOp, TransferError,
 };
 use crate::types::{ElectionState, Instant, Offset, OffsetAndEpoch, ReplicaId};
-
-/// How long the driver waits before waking a replica whose tick left work due at once.
-const SPIN_FLOOR: Duration = Duration::from_millis(1);
 
 pub(super) struct ReplicaTask {
     pub(super) cfg: ValidatedConfig,
@@ -73,69 +72,6 @@ pub(super) struct ReplicaTask {
 /// was inserted (unlike `RandomState`'s), so a seeded run replays exactly.
 pub(super) type FixedMap<V> = HashMap<u64, V, BuildHasherDefault<DefaultHasher>>;
 
-/// What woke the task.
-enum Wake {
-    Timer,
-    Command(Command),
-    Inbound(Inbound),
-    Done(Done),
-}
-
-/// The task's event sources, polled fairly and deterministically: each turn starts with the
-/// source after the one that started the previous turn, so none starves another, and the order
-/// depends on nothing but the events (unlike `tokio::select!`, which draws a random start and
-/// would make a seeded run of the driver irreproducible). A closed channel is skipped.
-#[derive(Default)]
-struct Sources {
-    turn: usize,
-    closed: [bool; 3],
-}
-
-impl Sources {
-    async fn next(
-        &mut self,
-        mut timer: std::pin::Pin<&mut tokio::time::Sleep>,
-        commands: &mut mpsc::Receiver<Command>,
-        inbound: &mut mpsc::Receiver<Inbound>,
-        done: &mut mpsc::Receiver<Done>,
-    ) -> Wake {
-        use std::future::Future;
-        use std::task::Poll;
-        let start = self.turn;
-        self.turn = (self.turn + 1) % 4;
-        std::future::poll_fn(|cx| {
-            for i in 0..4 {
-                let source = (start + i) % 4;
-                match source {
-                    0 => {
-                        if timer.as_mut().poll(cx).is_ready() {
-                            return Poll::Ready(Wake::Timer);
-                        }
-                    }
-                    _ if self.closed[source - 1] => {}
-                    1 => match commands.poll_recv(cx) {
-                        Poll::Ready(Some(c)) => return Poll::Ready(Wake::Command(c)),
-                        Poll::Ready(None) => self.closed[0] = true,
-                        Poll::Pending => {}
-                    },
-                    2 => match inbound.poll_recv(cx) {
-                        Poll::Ready(Some(r)) => return Poll::Ready(Wake::Inbound(r)),
-                        Poll::Ready(None) => self.closed[1] = true,
-                        Poll::Pending => {}
-                    },
-                    _ => match done.poll_recv(cx) {
-                        Poll::Ready(Some(d)) => return Poll::Ready(Wake::Done(d)),
-                        Poll::Ready(None) => self.closed[2] = true,
-                        Poll::Pending => {}
-                    },
-                }
-            }
-            Poll::Pending
-        })
-        .await
-    }
-}
-
 impl ReplicaTask {
     pub(super) fn now(&self) -> Instant {
         Instant(self.clock.elapsed().as_nanos() as u64)
@@ -146,7 +82,7 @@ impl ReplicaTask {
         mut commands: mpsc::Receiver<Command>,
         mut inbound: mpsc::Receiver<Inbound>,
         mut done: mpsc::Receiver<Done>,
-    ) {
+    ) -> StopCause {
         self.step(Input::Tick);
         // One timer for the task's life, moved only when the deadline changes: a new `Sleep`
         // per loop turn registered and cancelled a timer entry for every message handled.
@@ -162,14 +98,12 @@ impl ReplicaTask {
         let mut spin_reported = false;
         loop {
             let deadline = self.replica.next_deadline();
-            let mut sleep_until = self.clock + Duration::from_nanos(deadline.0.min(u64::MAX / 4));
-            if let Some(t) = ticked_at.filter(|t| sleep_until <= *t) {
-                if !spin_reported {
-                    spin_reported = true;
-                    tracing::warn!(replica = %self.replica.id(), deadline = deadline.0,
-                        "a tick left work due at once; waking the replica every millisecond");
-                }
-                sleep_until = t + SPIN_FLOOR;
+            let due = self.clock + Duration::from_nanos(deadline.0.min(u64::MAX / 4));
+            let (sleep_until, spinning) = timer_wake(due, ticked_at);
+            if spinning && !spin_reported {
+                spin_reported = true;
+                tracing::warn!(replica = %self.replica.id(), deadline = deadline.0,
+                    "a tick left work due at once; waking the replica every millisecond");
             }
             let sleep_until = match &self.shutdown {
                 Some((until, _)) => sleep_until.min(*until),
@@ -205,7 +139,7 @@ impl ReplicaTask {
                 break;
             }
         }
-        self.stop().await;
+        self.stop().await
     }
 
     pub(super) fn should_stop(&self) -> bool {
@@ -220,12 +154,13 @@ impl ReplicaTask {
         tokio::time::Instant::now() >= *until || self.replica.role() != crate::Role::Resigned
     }
 
-    pub(super) async fn stop(mut self) {
+    pub(super) async fn stop(mut self) -> StopCause {
         // A pending write may already be replicated and may still commit under another leader.
-        let err = WriteError::Unknown(match &self.failed {
-            Some(e) => Uncertain::Failed(e.clone()),
-            None => Uncertain::Stopped,
-        });
+        let (err, cause) = match &self.failed {
+            Some(e) => (Uncertain::Failed(e.clone()), StopCause::Failed(e.clone())),
+            None => (Uncertain::Stopped, StopCause::Requested),
+        };
+        let err = WriteError::Unknown(err);
         for (_, _, w) in std::mem::take(&mut self.waiters).0 {
             let _ = w.send(Err(err.clone()));
         }
@@ -239,6 +174,7 @@ impl ReplicaTask {
         if let Some((_, reply)) = self.shutdown.take() {
             let _ = reply.send(());
         }
+        cause
     }
 
     pub(super) fn command(&mut self, cmd: Command) {
@@ -476,6 +412,7 @@ impl ReplicaTask {
                 tracing::error!(error = %e, "storing a snapshot download failed; stopping");
                 self.failed = Some(e.to_string());
             }
+            Done::Panicked(reason) => self.failed = Some(reason),
         }
     }
 
@@ -720,7 +657,7 @@ impl ReplicaTask {
                 let transport = self.parts.transport.clone();
                 let done = self.done_tx.clone();
                 let timeout = self.cfg.request_timeout;
-                tokio::spawn(async move {
+                spawn_reporting("peer call", done.clone(), async move {
                     let result = transport.call(to, request, timeout).await;
                     let _ = done.send(Done::Rpc { to, id, result }).await;
                 });
@@ -746,7 +683,7 @@ impl ReplicaTask {
                             .fetch_add(1, Ordering::Relaxed);
                         let store = self.parts.snapshots.clone();
                         let done = self.done_tx.clone();
-                        tokio::spawn(async move {
+                        spawn_reporting("snapshot read", done.clone(), async move {
                             let chunk = store.read(snapshot, position, max_bytes).await;
                             let response = chunk.map(|c| fill_snapshot_chunk(response, c));
                             let _ = done.send(Done::Filled { id, response }).await;
@@ -773,7 +710,7 @@ impl ReplicaTask {
                 let end = end.min(self.cache.start);
                 let log = self.parts.log.clone();
                 let done = self.done_tx.clone();
-                tokio::spawn(async move {
+                spawn_reporting("log read", done.clone(), async move {
                     let records = read_for_fetch(&*log, from, end, max_bytes).await;
                     let _ = done
                         .send(Done::OldRecords {

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::supervise::spawn_reporting;
 use super::task_messages::Done;
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -37,7 +38,7 @@ pub(super) fn spawn_snapshot_writer(
     done: mpsc::Sender<Done>,
 ) -> mpsc::UnboundedSender<SnapshotOp> {
     let (tx, mut rx) = mpsc::unbounded_channel::<SnapshotOp>();
-    tokio::spawn(async move {
+    spawn_reporting("snapshot writer", done.clone(), async move {
         while let Some(op) = rx.recv().await {
             let result = match op {
                 SnapshotOp::Write { id, position, data } => {

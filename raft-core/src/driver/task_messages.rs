@@ -82,4 +82,7 @@ pub(super) enum Done {
     Restored(Result<OffsetAndEpoch, String>),
     /// A download finished: its id, whether it verified, and the voter set it carries.
     SnapshotDownloaded(Result<(OffsetAndEpoch, bool, crate::voters::VoterSet), StorageError>),
+    /// A task that reports here panicked (see `supervise`): what it would have reported never
+    /// comes.
+    Panicked(String),
 }

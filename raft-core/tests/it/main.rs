@@ -20,6 +20,7 @@ mod check_quorum;
 mod driver;
 mod driver_membership;
 mod driver_outcomes;
+mod driver_panics;
 mod driver_sim;
 mod driver_snapshots;
 mod election;
