@@ -260,10 +260,20 @@ async fn liveness(world: &World) -> Vec<String> {
                 id: u64::MAX - ((i as u64) << 32) - attempt,
                 op: KvOp::Incr { key: 0 },
             };
-            match tokio::time::timeout_at(deadline, node.write(tagged.encode())).await {
-                Ok(Ok(c)) => break Some(c),
-                Ok(Err(_)) => tokio::time::sleep(Duration::from_millis(20)).await,
-                Err(_) => {
+            // The deadline is checked here, not only by `timeout_at`: that polls the write
+            // first, so a write refused at once (a stopped node) never times out, and the
+            // retries would go on forever.
+            let in_time = || tokio::time::Instant::now() < deadline;
+            let result = if in_time() {
+                let write = node.write(tagged.encode());
+                tokio::time::timeout_at(deadline, write).await.ok()
+            } else {
+                None
+            };
+            match result {
+                Some(Ok(c)) => break Some(c),
+                Some(Err(_)) if in_time() => tokio::time::sleep(Duration::from_millis(20)).await,
+                _ => {
                     problems.push(format!("liveness: no write committed on {id} in time"));
                     break None;
                 }
@@ -334,4 +344,36 @@ async fn leaders_known(
         }
     }
     (leaders, unaware)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Goal: the liveness check ends within its bound when a replica has stopped on its own
+    /// (a failure the world did not order), and reports it. Regression: writes to a stopped
+    /// replica are refused at once, and `timeout_at` polls its future before its deadline, so
+    /// the check retried forever in virtual time.
+    #[test]
+    fn liveness_reports_a_replica_that_stopped_on_its_own_instead_of_waiting_forever() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a current-thread runtime");
+        runtime.block_on(async {
+            let world = World::new(&DriverSimOptions::new(1));
+            for i in 0..world.len() {
+                world.start(i).await;
+            }
+            let (node, _) = world.live(0).expect("replica 0 runs");
+            node.abort().await;
+            let problems = tokio::time::timeout(LIVENESS_BOUND * 2, liveness(&world))
+                .await
+                .expect("the liveness check ends within its bound");
+            let stopped = format!("liveness: no write committed on {} in time", world.id(0));
+            assert!(problems.contains(&stopped), "{problems:?}");
+            world.stop_all().await;
+        });
+    }
 }
