@@ -155,3 +155,40 @@ fn checker_catches_lease_reads_when_drift_exceeds_the_margin() {
         "no lease violation caught with drift far beyond the margin"
     );
 }
+
+#[test]
+fn a_seed_replays_identically() {
+    // Goal: a seed names one run, so that a failing seed's replay command shows the very run
+    // that failed. Method: run a plain seed and a membership seed with observers twice each,
+    // keeping their traces, and require the same trace and the same counts both times.
+    for (seed, voters, observers, membership) in [(1066, 3, 0, false), (803, 3, 2, true)] {
+        let mut options = RunOptions::new(seed, voters, observers);
+        options.membership = membership;
+        options.keep_trace = true;
+        let first = run(options.clone());
+        let second = run(options.clone());
+        assert!(
+            !first.trace.is_empty(),
+            "{}: no trace kept",
+            options.replay_command()
+        );
+        assert_eq!(first.trace, second.trace, "{}", options.replay_command());
+        let counts = |r: &raft_core::sim::RunReport| {
+            (
+                r.events,
+                r.committed,
+                r.acknowledged,
+                r.operations,
+                r.reads_failed,
+                r.max_epoch,
+            )
+        };
+        assert_eq!(
+            counts(&first),
+            counts(&second),
+            "{}",
+            options.replay_command()
+        );
+        assert_eq!(first.violations, second.violations);
+    }
+}
