@@ -281,3 +281,56 @@ fn an_echo_anchors_the_lease_when_its_own_barrier_was_raised_not_a_newer_one() {
         "the lease outlived its anchor: a newer barrier's raise anchored it"
     );
 }
+
+#[test]
+fn a_follower_asks_again_after_its_read_index_request_fails_but_not_for_a_stale_failure() {
+    // Goal: a ReadIndex request that fails (the leader unreachable) puts its reads back to
+    // wait, and they are asked for again after the retry backoff, well before their deadline;
+    // a failure of an older request leaves the one in flight alone (no second request beside
+    // it). Method: r3 follows r1 with a 20 ms backoff; its read's request fails; a tick just
+    // before the backoff ends asks nothing, one at its end asks again; the old request's
+    // failure, reported once more, changes nothing a long while after.
+    let mut r = core(3, 3, |c| c.retry_backoff = Duration::from_millis(20));
+    let now = 1_000_000;
+    step(&mut r, now, begin_quorum_epoch(1, 1, 1, 3));
+    let read = Input::Read {
+        id: ReadId(1),
+        mode: ReadMode::Linearizable,
+        deadline: Instant(now + 10_000_000_000),
+    };
+    let out = step(&mut r, now, read);
+    let is_read_index = |q: &Request| matches!(q, Request::ReadIndex(_));
+    let first = request_to(&out, 1, is_read_index).expect("the follower asks the leader");
+    let failed = |id| Input::RequestFailed {
+        to: ReplicaId(1),
+        id,
+    };
+    let out = step(&mut r, now, failed(first));
+    assert_eq!(
+        request_to(&out, 1, is_read_index),
+        None,
+        "asked again at once"
+    );
+    let backoff = 20_000_000;
+    let out = step(&mut r, now + backoff - 1, Input::Tick);
+    assert_eq!(
+        request_to(&out, 1, is_read_index),
+        None,
+        "asked before the backoff"
+    );
+    let out = step(&mut r, now + backoff, Input::Tick);
+    let second = request_to(&out, 1, is_read_index).expect("asked again after the backoff");
+    assert_ne!(second, first);
+    assert_eq!(read_failure(&out, 1), None);
+
+    step(&mut r, now + backoff, failed(first));
+    for later in [2, 5, 50] {
+        let out = step(&mut r, now + later * backoff, Input::Tick);
+        assert_eq!(
+            request_to(&out, 1, is_read_index),
+            None,
+            "a stale failure set off another request beside {second:?}"
+        );
+        assert_eq!(read_failure(&out, 1), None);
+    }
+}
