@@ -286,10 +286,11 @@ fn an_echo_anchors_the_lease_when_its_own_barrier_was_raised_not_a_newer_one() {
 fn a_follower_asks_again_after_its_read_index_request_fails_but_not_for_a_stale_failure() {
     // Goal: a ReadIndex request that fails (the leader unreachable) puts its reads back to
     // wait, and they are asked for again after the retry backoff, well before their deadline;
-    // a failure of an older request leaves the one in flight alone (no second request beside
-    // it). Method: r3 follows r1 with a 20 ms backoff; its read's request fails; a tick just
-    // before the backoff ends asks nothing, one at its end asks again; the old request's
-    // failure, reported once more, changes nothing a long while after.
+    // the failure reported again, once its request is forgotten, leaves the new request in
+    // flight alone (no second request beside it). Method: r3 follows r1 with a 20 ms backoff;
+    // its read's request fails; a tick just before the backoff ends asks nothing, one at its
+    // end asks again; the old request's failure, reported once more, changes nothing a long
+    // while after.
     let mut r = core(3, 3, |c| c.retry_backoff = Duration::from_millis(20));
     let now = 1_000_000;
     step(&mut r, now, begin_quorum_epoch(1, 1, 1, 3));
