@@ -84,20 +84,25 @@ pub async fn member(
     cfg.fetch_max_wait = Duration::from_millis(200);
     tune(&mut cfg);
     let sm = Arc::new(Blob::default());
+    let cfg = cfg.validate().expect("config");
+    let snapshots = Arc::new(MemSnapshots::new());
+    if cfg.voters.contains(&id) {
+        raft_core::driver::format(&*snapshots, &cfg.bootstrap_voters())
+            .await
+            .expect("format");
+    }
     let parts = Parts {
         log: Arc::new(MemLog::new()),
         election: Arc::new(MemElectionStore::new()),
         transport: Arc::new(net.endpoint(id)),
         state_machine: sm.clone(),
-        snapshots: Arc::new(MemSnapshots::new()),
+        snapshots,
     };
     let options = DriverOptions {
         seed: u64::from(id.0),
         ..DriverOptions::default()
     };
-    let node = Node::start(cfg.validate().expect("config"), parts, options)
-        .await
-        .expect("start");
+    let node = Node::start(cfg, parts, options).await.expect("start");
     Member { node, sm }
 }
 

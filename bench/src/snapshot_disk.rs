@@ -282,6 +282,16 @@ impl Setup {
         let stores = self.engine.open(&dir)?;
         let snapshots = raft_core::snapshot_dir::SnapshotDir::open(dir.join("snapshots"))
             .map_err(|e| e.to_string())?;
+        let cfg = self.config(id)?;
+        let fresh = raft_core::io::SnapshotStore::latest(&snapshots)
+            .await
+            .map_err(|e| e.to_string())?
+            .is_none();
+        if fresh && cfg.voters.contains(&id) {
+            raft_core::driver::format(&snapshots, &cfg.bootstrap_voters())
+                .await
+                .map_err(|e| e.to_string())?;
+        }
         let sm = Arc::new(Synthetic::new(7, self.state_bytes));
         let parts = Parts {
             log: stores.clone().log(),
@@ -294,7 +304,7 @@ impl Setup {
             seed: u64::from(id.0),
             ..DriverOptions::default()
         };
-        let node = Node::start(self.config(id)?, parts, options)
+        let node = Node::start(cfg, parts, options)
             .await
             .map_err(|e| e.to_string())?;
         Ok(Member { node, sm })

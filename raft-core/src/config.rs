@@ -205,6 +205,30 @@ impl ValidatedConfig {
         VoterSet::from_ids(self.0.voters.iter().copied())
     }
 
+    /// The voter set a replica starts from when its storage names none (no snapshot, so no
+    /// formatted voter set), given whether that storage is `empty` (no election state, no log).
+    ///
+    /// A replica votes only in a cluster it was formatted into (KIP-853's bootstrap act, see
+    /// [`crate::driver::format`]): an empty directory, whatever its configuration says, is a
+    /// replica that lost its data or never had any, so the configured voters are only its
+    /// contacts and the replica itself is left out of them. It is an observer until the log
+    /// it fetches names it, with its directory, as a voter. When no contact is left (a
+    /// standalone configuration) it cannot start: [`NotFormatted`].
+    ///
+    /// Storage that is not empty but holds no voter set predates formatting: the configured
+    /// (static) set applies, as it did when that storage was made.
+    pub fn start_voters(&self, empty: bool) -> Result<VoterSet, NotFormatted> {
+        if !empty || planted!(self.0, BootstrapOnEmptyDisk) {
+            return Ok(self.bootstrap_voters());
+        }
+        let me = self.0.id;
+        let contacts = VoterSet::from_ids(self.0.voters.iter().copied().filter(|v| *v != me));
+        if contacts.is_empty() {
+            return Err(NotFormatted { id: me });
+        }
+        Ok(contacts)
+    }
+
     /// The check-quorum window: 1.5 x fetch timeout (D5).
     pub fn check_quorum_timeout(&self) -> Duration {
         self.0.fetch_timeout * 3 / 2
@@ -251,4 +275,18 @@ pub enum ConfigError {
     /// A fetch response could not carry the largest allowed record.
     #[error("fetch_bytes_max must hold at least one record of payload_bytes_max")]
     FetchSmallerThanRecord,
+}
+
+/// A replica with empty storage whose configuration names no other replica to learn the
+/// cluster from: only formatting makes it a voter (see [`ValidatedConfig::start_voters`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "replica {id} has empty storage and no other voter to learn the cluster from: a voter's \
+     storage must be formatted with the founding voter set before its first start (a storage \
+     that was lost is not formatted again: the replica comes back as an observer of the \
+     surviving voters and is added again)"
+)]
+pub struct NotFormatted {
+    /// The replica.
+    pub id: ReplicaId,
 }

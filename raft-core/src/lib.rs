@@ -51,7 +51,7 @@ pub mod testing;
 pub mod types;
 pub mod voters;
 
-pub use config::{Config, ConfigError, ValidatedConfig};
+pub use config::{Config, ConfigError, NotFormatted, ValidatedConfig};
 pub use types::{
     DirectoryId, ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, RecordKind,
     ReplicaId, Role,

@@ -39,11 +39,16 @@ pub enum Planted {
     /// The lease lasts a full fetch timeout from its anchor, without the clock-drift margin
     /// (D6).
     LeaseWithoutDriftMargin,
+    /// A replica restarted on empty storage trusts its configured bootstrap set: a standalone
+    /// founder forks a cluster of its own, a static voter votes without its data (W2, W9).
+    BootstrapOnEmptyDisk,
+    /// A campaign counts grants from replicas that left the voter set during it (W10).
+    CountGrantsOutsideSet,
 }
 
 impl Planted {
     /// Every planted bug.
-    pub const ALL: [Planted; 13] = [
+    pub const ALL: [Planted; 15] = [
         Planted::HwCountsUnsyncedLeader,
         Planted::SkipEpochStartCheck,
         Planted::AckUnsynced,
@@ -57,6 +62,8 @@ impl Planted {
         Planted::VoteWhileLeaderLive,
         Planted::StopReprobingAfterStaleAnswer,
         Planted::LeaseWithoutDriftMargin,
+        Planted::BootstrapOnEmptyDisk,
+        Planted::CountGrantsOutsideSet,
     ];
 
     /// The name `--planted` takes.
@@ -75,6 +82,8 @@ impl Planted {
             Planted::VoteWhileLeaderLive => "vote-while-leader-live",
             Planted::StopReprobingAfterStaleAnswer => "stop-reprobing-after-stale-answer",
             Planted::LeaseWithoutDriftMargin => "lease-without-drift-margin",
+            Planted::BootstrapOnEmptyDisk => "bootstrap-on-empty-disk",
+            Planted::CountGrantsOutsideSet => "count-grants-outside-set",
         }
     }
 
@@ -92,6 +101,8 @@ impl Planted {
                 | Planted::NoCampaignWhenRemoved
                 | Planted::StaleProgressAcrossDirectories
                 | Planted::IgnoreLaterCandidates
+                | Planted::BootstrapOnEmptyDisk
+                | Planted::CountGrantsOutsideSet
         )
     }
 }

@@ -197,12 +197,18 @@ pub(super) fn start_replica(
         inner: net.endpoint(id),
         wire: wire.clone(),
     };
+    let snapshots = Arc::new(MemSnapshots::new());
+    if cfg.voters.contains(&id) {
+        raft_core::driver::format(&*snapshots, &cfg.bootstrap_voters())
+            .await
+            .map_err(|e| format!("replica {id} format: {e}"))?;
+    }
     let parts = Parts {
         log: Arc::new(MemLog::new()),
         election: Arc::new(MemElectionStore::new()),
         transport: Arc::new(transport),
         state_machine: sm.clone(),
-        snapshots: Arc::new(MemSnapshots::new()),
+        snapshots,
     };
     let options = DriverOptions {
         seed: u64::from(id.0),

@@ -11,6 +11,7 @@
 //! the log store. Every channel is bounded.
 
 mod applier;
+pub mod bootstrap;
 mod election_writer;
 mod forward;
 mod log_writer;
@@ -29,6 +30,7 @@ mod task_messages;
 mod waiters;
 mod wake;
 
+pub use bootstrap::{format, FormatError};
 pub use membership::VoterChangeError;
 pub use outcome::{Committed, Uncertain, WriteError};
 pub use progress::{Progress, ProgressPacing};
@@ -127,6 +129,9 @@ pub enum StartError {
     /// The state machine could not be restored from the latest snapshot.
     #[error("restoring the state machine failed: {0}")]
     Restore(#[from] crate::io::StateMachineError),
+    /// Empty storage with no other voter to learn the cluster from: it must be formatted.
+    #[error(transparent)]
+    NotFormatted(#[from] crate::config::NotFormatted),
     /// The state machine is behind the log's start and no snapshot covers the gap.
     #[error("the state machine has applied up to {applied} but the log starts at {log_start} and no snapshot covers the gap")]
     MissingSnapshot {
@@ -247,8 +252,22 @@ impl Node {
         options: DriverOptions,
     ) -> Result<Node, StartError> {
         let election = parts.election.load().await?;
-        let snapshot = parts.snapshots.latest().await?;
+        let mut snapshot = parts.snapshots.latest().await?;
         let mut log_state = parts.log.state().await?;
+        if snapshot.is_none() && election.is_none() && log_state.end.offset == Offset::ZERO {
+            // Empty storage that was never formatted, or was wiped: its voter set is its
+            // contacts, never itself, kept in storage so that later starts agree.
+            let contacts = cfg.start_voters(true)?;
+            tracing::info!(replica = %cfg.id, contacts = ?contacts.ids().collect::<Vec<_>>(),
+                "empty storage: starting as an observer of the configured voters");
+            bootstrap::write_voter_snapshot(&*parts.snapshots, &contacts)
+                .await
+                .map_err(|e| match e {
+                    bootstrap::FormatError::Storage(e) => StartError::Storage(e),
+                    other => StartError::Storage(StorageError::Invalid(other.to_string())),
+                })?;
+            snapshot = parts.snapshots.latest().await?;
+        }
         if let Some(snap) = snapshot {
             if !log_continues_snapshot(&log_state, snap.id) {
                 // A crash between completing a downloaded snapshot and resetting the log (or

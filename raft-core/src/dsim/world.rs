@@ -235,7 +235,7 @@ impl World {
 
     /// Starts host `i` on its durable parts with a fresh state machine.
     pub(super) async fn start(&self, i: usize) {
-        let (id, parts, kv, seed, directory, reformatted) = {
+        let (id, parts, kv, seed, directory, reformatted, first) = {
             let mut hosts = lock(&self.hosts);
             let h = &mut hosts[i];
             if h.live.is_some() {
@@ -257,7 +257,15 @@ impl World {
                 snapshots: h.snapshots.clone(),
             };
             let seed = self.opts.seed ^ (u64::from(h.id.0) << 40) ^ (h.incarnation << 20);
-            (h.id, parts, kv, seed, h.directory, h.reformatted)
+            (
+                h.id,
+                parts,
+                kv,
+                seed,
+                h.directory,
+                h.reformatted,
+                h.incarnation == 1,
+            )
         };
         let cfg = match self.config(id, directory, reformatted).validate() {
             Ok(c) => c,
@@ -274,6 +282,14 @@ impl World {
             test_ignore_write_sessions: self.opts.ignore_write_sessions,
             ..DriverOptions::default()
         };
+        if first && !reformatted && cfg.voters.contains(&id) {
+            // The operator formats each founding voter once, before its first start.
+            if let Err(e) = crate::driver::format(&*parts.snapshots, &cfg.bootstrap_voters()).await
+            {
+                lock(&self.start_failures).push(format!("format of {id}: {e}"));
+                return;
+            }
+        }
         self.note(format_args!("{id} starts"));
         match Node::start(cfg, parts, options).await {
             Ok(node) => lock(&self.hosts)[i].live = Some((node, kv)),

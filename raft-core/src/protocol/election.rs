@@ -11,7 +11,7 @@ use crate::message::{
     BeginQuorumEpochRequest, EndQuorumEpochRequest, EpochResponse, ErrorCode, ReadBarrier, Request,
     VoteRequest, VoteResponse,
 };
-use crate::types::{ElectionState, Epoch, Instant, Record, RecordKind, ReplicaId};
+use crate::types::{ElectionState, Epoch, Instant, Offset, Record, RecordKind, ReplicaId};
 
 impl Replica {
     fn vote_response(&self, error: Option<ErrorCode>, granted: bool) -> VoteResponse {
@@ -269,17 +269,36 @@ impl Replica {
     fn check_tally(&mut self, now: Instant, out: &mut Outputs) {
         let majority = self.majority();
         let voters = self.voters().len();
+        let tally = match &self.role {
+            RoleState::Prospective { tally, .. } | RoleState::Candidate { tally, .. } => tally,
+            _ => return,
+        };
+        // The set may have changed since the campaign began (a snapshot installed, W10): only
+        // answers from the set in force count, and the replica's own vote only while it is a
+        // voter of that set.
+        let stale = planted!(self.cfg, CountGrantsOutsideSet);
+        let me = self.cfg.id;
+        let counts = |id: &ReplicaId| {
+            stale
+                || if *id == me {
+                    self.is_voter()
+                } else {
+                    self.voters().contains_id(*id)
+                }
+        };
+        let granted = tally.granted.iter().filter(|id| counts(id)).count();
+        let rejected = tally.rejected.iter().filter(|id| counts(id)).count();
         match &self.role {
             RoleState::Prospective { tally, .. } => {
-                if tally.granted.len() >= majority {
+                if granted >= majority {
                     let invited = tally.invited;
                     self.become_candidate(now, invited, out);
-                } else if tally.rejected.len() > voters - majority {
+                } else if rejected > voters - majority {
                     self.prospective_lost(now, out);
                 }
             }
             // A lost candidacy waits out its election timeout (KRaft), then tries again.
-            RoleState::Candidate { tally, .. } if tally.granted.len() >= majority => {
+            RoleState::Candidate { .. } if granted >= majority => {
                 self.become_leader(now, out);
             }
             _ => {}
@@ -327,7 +346,9 @@ impl Replica {
         // bootstrap set into the log, so that every replica learns it from the log rather than
         // from a configuration that may say less (a static list knows no directories).
         let bootstrap = self.voter_history.latest();
-        let unlogged = self.voter_history.latest_offset().is_none() && self.snapshot.is_none();
+        // A snapshot at offset 0 covers no record: it only carries the formatted set.
+        let unlogged = self.voter_history.latest_offset().is_none()
+            && self.snapshot.is_none_or(|s| s.offset == Offset::ZERO);
         if unlogged && bootstrap.iter().any(|(_, v)| v.directory.is_some()) {
             let mut payload = bytes::BytesMut::new();
             crate::codec::encode_voters(bootstrap, &mut payload);

@@ -197,6 +197,8 @@ pub(crate) async fn start_on_stores(
     sm: Arc<Recorder>,
     options: DriverOptions,
 ) -> TestNode {
+    let cfg = cfg.validate().unwrap();
+    format_founder(&cfg, &*log, &*election, &*snapshots).await;
     let parts = Parts {
         log,
         election,
@@ -204,10 +206,27 @@ pub(crate) async fn start_on_stores(
         state_machine: sm.clone(),
         snapshots,
     };
-    let node = Node::start(cfg.validate().unwrap(), parts, options)
-        .await
-        .unwrap();
+    let node = Node::start(cfg, parts, options).await.unwrap();
     TestNode { node, sm }
+}
+
+/// Formats the stores of a replica whose configuration names it a founding voter, when they
+/// are new: the operator's one-time act before a founder's first start. Stores that hold
+/// anything (a restart) are left as they are.
+pub(crate) async fn format_founder(
+    cfg: &raft_core::ValidatedConfig,
+    log: &dyn raft_core::io::LogStore,
+    election: &dyn raft_core::io::ElectionStore,
+    snapshots: &dyn raft_core::io::SnapshotStore,
+) {
+    let new = snapshots.latest().await.unwrap().is_none()
+        && election.load().await.unwrap().is_none()
+        && log.state().await.unwrap().end.offset == raft_core::Offset::ZERO;
+    if new && cfg.voters.contains(&cfg.id) {
+        raft_core::driver::format(snapshots, &cfg.bootstrap_voters())
+            .await
+            .unwrap();
+    }
 }
 
 /// Three voters whose stores the test keeps, to restart a node on them.

@@ -119,6 +119,10 @@ async fn gated_node(gate: watch::Receiver<Gate>) -> (Node, Arc<Gated>, Arc<MemSn
         gate,
     });
     let snapshots = Arc::new(MemSnapshots::new());
+    let cfg = cfg.validate().unwrap();
+    raft_core::driver::format(&*snapshots, &cfg.bootstrap_voters())
+        .await
+        .unwrap();
     let parts = Parts {
         log: Arc::new(MemLog::new()),
         election: Arc::new(MemElectionStore::new()),
@@ -126,7 +130,7 @@ async fn gated_node(gate: watch::Receiver<Gate>) -> (Node, Arc<Gated>, Arc<MemSn
         state_machine: sm.clone(),
         snapshots: snapshots.clone(),
     };
-    let node = Node::start(cfg.validate().unwrap(), parts, DriverOptions::default())
+    let node = Node::start(cfg, parts, DriverOptions::default())
         .await
         .unwrap();
     eventually("the lone voter leads", async || {
@@ -186,11 +190,15 @@ async fn writes_are_applied_while_a_snapshot_is_written() {
         "writes were applied while the snapshot was pending"
     );
     assert_eq!(
-        status.snapshot, None,
-        "nothing published before it is durable"
+        status.snapshot,
+        Some(raft_core::driver::bootstrap::FORMAT_SNAPSHOT),
+        "nothing published before it is durable (the formatted voter set is all there is)"
     );
     assert_eq!(status.log_start, Offset::ZERO, "the log is whole meanwhile");
-    assert_eq!(store.latest().await.unwrap(), None);
+    assert_eq!(
+        store.latest().await.unwrap().map(|m| m.id),
+        Some(raft_core::driver::bootstrap::FORMAT_SNAPSHOT)
+    );
     assert_eq!(
         sm.captures.load(Ordering::SeqCst),
         1,
@@ -233,7 +241,11 @@ async fn a_failing_snapshot_stream_publishes_nothing_and_stops_the_replica() {
     .await;
     gate_tx.send(Gate::Fail).unwrap();
     eventually("the replica stops", async || node.status().await.is_none()).await;
-    assert_eq!(store.latest().await.unwrap(), None, "nothing published");
+    assert_eq!(
+        store.latest().await.unwrap().map(|m| m.id),
+        Some(raft_core::driver::bootstrap::FORMAT_SNAPSHOT),
+        "nothing published but the formatted voter set"
+    );
     let after = tokio::time::timeout(Duration::from_secs(5), node.write(Bytes::from("late")))
         .await
         .expect("answered within 5 s");

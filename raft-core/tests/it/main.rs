@@ -18,6 +18,7 @@ mod by_hand_stale_answer;
 mod by_hand_status;
 mod check_quorum;
 mod driver;
+mod driver_bootstrap;
 mod driver_membership;
 mod driver_outcomes;
 mod driver_panics;
