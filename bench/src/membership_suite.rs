@@ -8,7 +8,8 @@
 //!   `RAFT ADD-VOTER` answering `+OK` (retried while it is `TRYAGAIN`: not caught up yet).
 //! * **replace**: a follower voter is SIGKILLed and its disk wiped; `RAFT REMOVE-VOTER`, then
 //!   (it was a configured voter) a wait until no running node lists it, then it starts empty
-//!   and is added again. Measured: each step and the whole, from the kill.
+//!   with `run --join` (its file names its lost directory, which it refuses; through a running
+//!   node it comes up as an observer with a new directory) and is added again. Measured: each step and the whole, from the kill.
 //!
 //! For both, the longest gap between two acknowledged writes of the background writer (one
 //! `SET` at a time on the leader) says whether the change stalled the cluster.
@@ -104,7 +105,9 @@ async fn measure(size: Size, storage: &str) -> Result<Vec<Figure>, String> {
         .await?;
     }
     let dropped_everywhere_ms = ms_since(killed);
-    cluster.spawn(lost)?;
+    // Its unchanged file names its lost directory, so it would refuse to start: it comes back
+    // through a running node, as an observer with a new directory, and is added again.
+    cluster.spawn_joining(lost, leader)?;
     cluster.wait_ready(lost).await?;
     change(&cluster, leader, &["RAFT", "ADD-VOTER", &id]).await?;
     let replace = Figure {

@@ -204,6 +204,20 @@ impl ProcCluster {
                 .map_err(|e| format!("write config: {e}"))?;
         }
         for id in 1..=VOTERS {
+            // Each founding voter's one-time format, before its first start.
+            let out = Command::new(bin)
+                .args(["format", "--config"])
+                .arg(cluster.config_path(id))
+                .output()
+                .map_err(|e| format!("{}: {e}", bin.display()))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "`raft-node format` of node {id} failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+        for id in 1..=VOTERS {
             cluster.spawn(id)?;
         }
         for id in 1..=VOTERS {
@@ -252,6 +266,10 @@ impl ProcCluster {
                 "\n[[{table}]]\nid = {}\npeer = \"127.0.0.1:{}\"\nclient = \"127.0.0.1:{}\"\n",
                 n.id, n.peer_port, n.client_port
             );
+            if n.id <= VOTERS {
+                // The founding voters' directory ids, the same in every configuration.
+                s += &format!("directory = \"0b7e6d1c-0000-4000-8000-{:012x}\"\n", n.id);
+            }
         }
         s
     }
@@ -275,8 +293,19 @@ impl ProcCluster {
         node.child.as_ref().map(Child::id)
     }
 
+    /// Starts node `id` with `run --join` through node `via`'s client port: the documented way
+    /// back for a voter whose disk was lost (it comes up as an observer, to be added again).
+    pub fn spawn_joining(&mut self, id: u32, via: u32) -> Result<(), String> {
+        let join = format!("127.0.0.1:{}", self.port(via));
+        self.spawn_with(id, &["--join", &join])
+    }
+
     /// Starts node `id` (its process must not be running).
     pub fn spawn(&mut self, id: u32) -> Result<(), String> {
+        self.spawn_with(id, &[])
+    }
+
+    fn spawn_with(&mut self, id: u32, extra: &[&str]) -> Result<(), String> {
         let log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -286,6 +315,7 @@ impl ProcCluster {
         let child = Command::new(&self.bin)
             .args(["run", "--config"])
             .arg(self.config_path(id))
+            .args(extra)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(log)

@@ -4,13 +4,16 @@
 //!
 //! Everything lives under one directory (default `./raft-dev`): `certs/` (a dev CA and node
 //! certificates, made once), `cluster-id` (made once), `nodeN.toml` (each node's config,
-//! rewritten at every start with the chosen ports) and `nodeN/` (each node's data, kept).
+//! rewritten at every start with the chosen ports), `founding-voters` (each founding voter's
+//! directory id, made when the cluster is new) and `nodeN/` (each node's data, kept). A new
+//! cluster's voters are formatted (`raft-node format`) before their first start, so every
+//! voter has a directory id; nodes after the first `--voters` start unformatted, as observers.
 //! Starting again with the same directory keeps the data.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use raft_core::{ReplicaId, Role};
+use raft_core::{DirectoryId, ReplicaId, Role};
 
 use crate::certs;
 use crate::config::{FileConfig, StorageKind};
@@ -59,7 +62,45 @@ fn cluster_id(dir: &Path) -> Result<String, String> {
     Ok(id)
 }
 
-fn node_toml(cluster: &str, id: u32, opts: &DevOptions, storage: &str) -> String {
+/// The founding voters' directory ids: made (and written to `founding-voters`) when no voter
+/// has a data directory yet, else read back; empty for a dev directory from before them.
+fn founding_directories(dir: &Path, voters: u32) -> Result<Vec<(u32, DirectoryId)>, String> {
+    let path = dir.join("founding-voters");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        let mut out = Vec::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let parsed = line.split_once(' ').and_then(|(id, d)| {
+                Some((
+                    id.parse::<u32>().ok()?,
+                    d.trim().parse::<DirectoryId>().ok()?,
+                ))
+            });
+            out.push(parsed.ok_or_else(|| format!("{}: bad line {line:?}", path.display()))?);
+        }
+        return Ok(out);
+    }
+    let fresh = (1..=voters).all(|id| !dir.join(format!("node{id}")).exists());
+    if !fresh {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    let mut text = String::new();
+    for id in 1..=voters {
+        let d = identity::new_directory_id()?;
+        text += &format!("{id} {d}\n");
+        out.push((id, d));
+    }
+    std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(out)
+}
+
+fn node_toml(
+    cluster: &str,
+    id: u32,
+    opts: &DevOptions,
+    storage: &str,
+    founding: &[(u32, DirectoryId)],
+) -> String {
     let base = opts.base_port;
     let mut s = format!(
         "# Written by `raft-node dev` at every start. Relative paths are relative to this\n\
@@ -81,6 +122,9 @@ fn node_toml(cluster: &str, id: u32, opts: &DevOptions, storage: &str) -> String
             u32::from(base) + 100 + v,
             u32::from(base) + v
         );
+        if let Some((_, d)) = founding.iter().find(|(f, _)| *f == v && v <= opts.voters) {
+            s += &format!("directory = \"{d}\"\n");
+        }
     }
     s
 }
@@ -107,6 +151,7 @@ pub async fn start(opts: &DevOptions) -> Result<Dev, String> {
     let cluster = cluster_id(dir)?;
     let ids: Vec<ReplicaId> = (1..=opts.nodes).map(ReplicaId).collect();
     certs::ensure(&dir.join("certs"), &ids)?;
+    let founding = founding_directories(dir, opts.voters)?;
     let mut nodes = Vec::new();
     for id in 1..=opts.nodes {
         let storage = opts
@@ -115,11 +160,17 @@ pub async fn start(opts: &DevOptions) -> Result<Dev, String> {
             .or_else(|| identity::recorded_storage(&dir.join(format!("node{id}"))))
             .unwrap_or_else(|| StorageKind::default_compiled().name().to_string());
         let path = dir.join(format!("node{id}.toml"));
-        std::fs::write(&path, node_toml(&cluster, id, opts, &storage))
+        std::fs::write(&path, node_toml(&cluster, id, opts, &storage, &founding))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         let cfg = FileConfig::load(&path)
             .and_then(FileConfig::check)
             .map_err(|e| e.to_string())?;
+        let founder = founding.iter().any(|(f, _)| *f == id);
+        if founder && !identity::exists(&cfg.data_dir) && !cfg.data_dir.exists() {
+            crate::format::format(&cfg, false)
+                .await
+                .map_err(|e| format!("formatting node {id}: {e}"))?;
+        }
         match node::start(cfg).await {
             Ok(n) => nodes.push(n),
             Err(e) => {

@@ -50,6 +50,30 @@ pub enum IdentityError {
         /// What failed.
         reason: String,
     },
+    /// The directory is empty, but the configuration names this node a founding voter with a
+    /// directory id: that voter's data is gone, or it was never formatted.
+    #[error(
+        "data directory {dir} is empty, but [[voters]] names replica {id} with directory {directory}: \
+         if this is the first start of a new cluster, run `raft-node format` first; if this \
+         machine lost its data, it must not vote as that voter again: remove the old voter on \
+         the leader (`RAFT REMOVE-VOTER {id}`), start this node with \
+         `--join <client address of a running node>` (it comes up as an observer) and add it \
+         back (`RAFT ADD-VOTER {id}`); see \"Replacing a failed machine\" in the README"
+    )]
+    NotFormatted {
+        /// The directory.
+        dir: String,
+        /// This replica.
+        id: u32,
+        /// The directory id the configuration names.
+        directory: DirectoryId,
+    },
+    /// The directory was formatted already.
+    #[error("data directory {dir} holds {FILE_NAME} already: it was formatted (or used) before")]
+    AlreadyFormatted {
+        /// The directory.
+        dir: String,
+    },
     /// The directory belongs to someone else.
     #[error(
         "data directory {dir} belongs to {found}, but this node is {expected}; refusing to start"
@@ -65,7 +89,7 @@ pub enum IdentityError {
 }
 
 /// A new random directory id (never zero).
-fn new_directory_id() -> Result<DirectoryId, String> {
+pub fn new_directory_id() -> Result<DirectoryId, String> {
     loop {
         let mut bytes = [0u8; 16];
         getrandom::fill(&mut bytes)
@@ -77,8 +101,36 @@ fn new_directory_id() -> Result<DirectoryId, String> {
     }
 }
 
+/// Whether `dir` holds an identity file (it was formatted, or used by a start).
+pub fn exists(dir: &Path) -> bool {
+    dir.join(FILE_NAME).exists()
+}
+
+/// Writes the identity file of a directory being formatted with `directory`; refuses a
+/// directory that has one.
+pub fn create(cfg: &NodeConfig, directory: DirectoryId) -> Result<(), IdentityError> {
+    let dir = &cfg.data_dir;
+    if exists(dir) {
+        return Err(IdentityError::AlreadyFormatted {
+            dir: dir.display().to_string(),
+        });
+    }
+    let mine = Identity {
+        cluster_id: cfg.cluster_id.clone(),
+        replica_id: cfg.id.0,
+        storage: cfg.storage.name().to_string(),
+        directory_id: Some(directory.to_string()),
+    };
+    write_identity(&dir.join(FILE_NAME), &mine).map_err(|reason| IdentityError::Io {
+        dir: dir.display().to_string(),
+        reason,
+    })
+}
+
 /// Creates the data directory and its identity file, or checks the existing one against `cfg`;
-/// returns the directory id.
+/// returns the directory id. A new directory of a node that `cfg` names a founding voter
+/// with a directory id is refused: formatting makes that directory, and an empty one is a
+/// lost disk ([`IdentityError::NotFormatted`]).
 pub fn check_or_create(cfg: &NodeConfig) -> Result<DirectoryId, IdentityError> {
     let dir = &cfg.data_dir;
     let io = |reason: String| IdentityError::Io {
@@ -118,6 +170,13 @@ pub fn check_or_create(cfg: &NodeConfig) -> Result<DirectoryId, IdentityError> {
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(directory) = cfg.voters.get(&cfg.id).and_then(|v| v.directory) {
+                return Err(IdentityError::NotFormatted {
+                    dir: dir.display().to_string(),
+                    id: cfg.id.0,
+                    directory,
+                });
+            }
             if non_empty(dir) {
                 return Err(io(format!(
                     "not empty and has no {FILE_NAME}: not a raft-node data directory"

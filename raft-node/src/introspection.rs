@@ -171,8 +171,8 @@ impl Server {
             st.log_end.offset.0,
             st.durable_end.0,
             st.high_watermark.0.saturating_sub(applied.0),
-            ids(self.cfg.voters.keys()),
-            ids(self.cfg.observers.keys()),
+            ids_of(st.voter_set.ids()),
+            ids_of(self.observers_known(st).into_iter()),
             conn.read_mode.name(),
         )
     }
@@ -354,7 +354,21 @@ fn resident_bytes() -> u64 {
     pages * 4096
 }
 
-fn ids<'a>(it: impl Iterator<Item = &'a ReplicaId>) -> String {
+impl Server {
+    /// The observers this node knows of: on the leader, those that fetch from it; elsewhere,
+    /// this node when it is not a voter of the set in force.
+    fn observers_known(&self, st: &Status) -> Vec<ReplicaId> {
+        if st.role == raft_core::Role::Leader {
+            st.observers.iter().map(|p| p.replica).collect()
+        } else if st.voter_set.contains_id(st.id) {
+            Vec::new()
+        } else {
+            vec![st.id]
+        }
+    }
+}
+
+fn ids_of(it: impl Iterator<Item = ReplicaId>) -> String {
     it.map(|i| i.0.to_string()).collect::<Vec<_>>().join(",")
 }
 

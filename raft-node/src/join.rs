@@ -3,10 +3,12 @@
 //!
 //! The joining node connects to each given client (RESP) address in turn, sends `RAFT VOTERS`
 //! (after `AUTH` with its own `client.requirepass`, when set), and takes the voter lines of
-//! the first answer as its bootstrap voter set: the replica ids and the peer addresses every
-//! node reaches them at. It then starts as an observer (unless its id is among the voters)
-//! and fetches from the leader; the voter set recorded in the log supersedes what it learned,
-//! exactly as it supersedes a configuration file's `[[voters]]`.
+//! the first answer as its contacts: the replica ids, directory ids and the peer addresses
+//! every node reaches them at. Before that it checks the node's cluster id (`INFO server`)
+//! against its own. It then starts as an observer, always (even when its own id is among the
+//! voters: that is the voter it was before it lost its disk, or another machine's), and
+//! fetches from the leader; it votes only once the log names it, with its directory, as a
+//! voter (`RAFT ADD-VOTER`).
 //!
 //! The learned set is saved in the data directory (`joined-voters.toml`) once the node runs,
 //! so that a later start can use it when no running node answers (a whole cluster restarting
@@ -33,6 +35,9 @@ pub struct LearnedVoter {
     pub id: u32,
     /// The peer (QUIC) address nodes reach it at.
     pub peer: String,
+    /// Its directory id (UUID) as the voter set names it; `None` for a static voter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory: Option<String>,
 }
 
 /// Why the voters could not be learned.
@@ -44,6 +49,16 @@ pub enum JoinError {
     /// A voter without an address to reach it at.
     #[error("voter r{0} has no known peer address on the node asked (give it one with RAFT UPDATE-VOTER)")]
     NoEndpoint(u32),
+    /// The node asked belongs to another cluster.
+    #[error("the node at {addr} belongs to cluster {found:?}, not {expected:?}")]
+    WrongCluster {
+        /// The node asked.
+        addr: String,
+        /// Its cluster id.
+        found: String,
+        /// This node's.
+        expected: String,
+    },
     /// No given address answered, and no voters were saved by an earlier join.
     #[error("no node to join answered: {0}")]
     NoAnswer(String),
@@ -74,9 +89,20 @@ pub fn parse_voters(text: &str) -> Result<Vec<LearnedVoter>, JoinError> {
             .and_then(|s| s.parse().ok())
             .filter(|id| *id != 0)
             .ok_or_else(|| JoinError::Malformed(format!("no replica id in {line:?}")))?;
+        let fields: Vec<&str> = fields.collect();
         let endpoint = fields
+            .iter()
             .find_map(|f| f.strip_prefix("endpoint="))
             .ok_or_else(|| JoinError::Malformed(format!("no endpoint in {line:?}")))?;
+        let directory = match fields.iter().find_map(|f| f.strip_prefix("directory=")) {
+            None | Some("static") => None,
+            Some(d) => {
+                d.parse::<raft_core::DirectoryId>().map_err(|e| {
+                    JoinError::Malformed(format!("bad directory id in {line:?}: {e}"))
+                })?;
+                Some(d.to_string())
+            }
+        };
         if endpoint.is_empty() || endpoint == "-" {
             return Err(JoinError::NoEndpoint(id));
         }
@@ -86,6 +112,7 @@ pub fn parse_voters(text: &str) -> Result<Vec<LearnedVoter>, JoinError> {
         voters.push(LearnedVoter {
             id,
             peer: endpoint.to_string(),
+            directory,
         });
     }
     if voters.is_empty() {
@@ -99,6 +126,7 @@ pub fn parse_voters(text: &str) -> Result<Vec<LearnedVoter>, JoinError> {
 /// voters. Every attempt is bounded by `attempt`.
 pub async fn discover(
     addrs: &[String],
+    cluster_id: &str,
     password: Option<&str>,
     attempt: Duration,
     deadline: Duration,
@@ -109,9 +137,18 @@ pub async fn discover(
         failures.clear();
         for addr in addrs {
             match tokio::time::timeout(attempt, ask(addr, password)).await {
+                // A node of another cluster is never joined: the search goes on without it.
+                Ok(Ok((found, _))) if found != cluster_id => failures.push(
+                    JoinError::WrongCluster {
+                        addr: addr.clone(),
+                        found,
+                        expected: cluster_id.to_string(),
+                    }
+                    .to_string(),
+                ),
                 // An answer naming a voter with no address will not change by asking
                 // again, and a malformed one is not a node to trust: both end the search.
-                Ok(Ok(text)) => return parse_voters(&text).map(|v| (addr.clone(), v)),
+                Ok(Ok((_, text))) => return parse_voters(&text).map(|v| (addr.clone(), v)),
                 Ok(Err(e)) => failures.push(format!("{addr}: {e}")),
                 Err(_) => failures.push(format!("{addr}: no answer within {attempt:?}")),
             }
@@ -123,8 +160,9 @@ pub async fn discover(
     }
 }
 
-/// One `RAFT VOTERS` exchange over RESP2 (after `AUTH` when a password is given).
-async fn ask(addr: &str, password: Option<&str>) -> Result<String, String> {
+/// The node's cluster id (from `INFO server`) and its `RAFT VOTERS` answer, over RESP2 (after
+/// `AUTH` when a password is given).
+async fn ask(addr: &str, password: Option<&str>) -> Result<(String, String), String> {
     let mut stream = TcpStream::connect(addr)
         .await
         .map_err(|e| format!("cannot connect: {e}"))?;
@@ -140,13 +178,29 @@ async fn ask(addr: &str, password: Option<&str>) -> Result<String, String> {
         }
     }
     stream
+        .write_all(&command(&["INFO", "server"]))
+        .await
+        .map_err(|e| e.to_string())?;
+    let cluster = match reader.next(&mut stream).await? {
+        Reply::Bulk(text) => cluster_id_of(&text)
+            .ok_or("INFO server names no cluster_id")?
+            .to_string(),
+        other => return Err(format!("INFO server answered {other:?}")),
+    };
+    stream
         .write_all(&command(&["RAFT", "VOTERS"]))
         .await
         .map_err(|e| e.to_string())?;
     match reader.next(&mut stream).await? {
-        Reply::Bulk(text) => Ok(text),
+        Reply::Bulk(text) => Ok((cluster, text)),
         other => Err(format!("RAFT VOTERS answered {other:?}")),
     }
+}
+
+/// The `cluster_id:` field of an `INFO` answer.
+fn cluster_id_of(info: &str) -> Option<&str> {
+    info.lines()
+        .find_map(|l| l.trim_end().strip_prefix("cluster_id:"))
 }
 
 /// A command as a RESP array of bulk strings.
@@ -284,11 +338,13 @@ mod tests {
             vec![
                 LearnedVoter {
                     id: 1,
-                    peer: "127.0.0.1:7101".into()
+                    peer: "127.0.0.1:7101".into(),
+                    directory: None,
                 },
                 LearnedVoter {
                     id: 4,
-                    peer: "10.0.0.4:7101".into()
+                    peer: "10.0.0.4:7101".into(),
+                    directory: Some("0b7e6d1c-0000-4000-8000-000000000001".into()),
                 },
             ]
         );
@@ -306,6 +362,7 @@ mod tests {
             "voter:x directory=static endpoint=a:1",
             "voter:0 directory=static endpoint=a:1",
             "voter:1 directory=static",
+            "voter:1 directory=not-a-uuid endpoint=a:1",
             "voter:1 endpoint=a:1\nvoter:1 endpoint=b:1",
             "hello",
         ] {
@@ -314,6 +371,13 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_cluster_id_is_read_from_info() {
+        let info = "# Server\r\nredis_version:7.2.0\r\ncluster_id:prod-kv\r\ntcp_port:7001\r\n";
+        assert_eq!(cluster_id_of(info), Some("prod-kv"));
+        assert_eq!(cluster_id_of("# Server\r\n"), None);
     }
 
     #[test]
@@ -343,6 +407,7 @@ mod tests {
         let voters = vec![LearnedVoter {
             id: 3,
             peer: "127.0.0.1:9".into(),
+            directory: Some("0b7e6d1c-0000-4000-8000-000000000003".into()),
         }];
         save(&dir, &voters).unwrap();
         assert_eq!(load(&dir).unwrap(), Some(voters));

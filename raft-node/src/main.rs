@@ -1,8 +1,10 @@
 //! `raft-node`: a replicated key-value service speaking the Redis protocol (RESP2), built on
 //! raft-core's driver, the QUIC transport and a storage engine chosen by cargo feature.
 //!
-//! Commands: `run` (one node from a config file, flags and environment), `dev` (a local
-//! three-voter cluster in one process) and `certs` (a development CA and node certificates).
+//! Commands: `format` (a founding voter's data directory, once, before its first start), `run`
+//! (one node from a config file, flags and environment), `dev` (a local three-voter cluster in
+//! one process), `certs` (a development CA and node certificates) and `directory-id` (a new
+//! directory id for a founding `[[voters]]` entry).
 
 #[cfg(not(any(feature = "storage-redb", feature = "storage-fjall")))]
 compile_error!(
@@ -19,6 +21,7 @@ mod commands;
 mod dev;
 #[cfg(test)]
 mod fixtures;
+mod format;
 mod http;
 mod identity;
 mod introspection;
@@ -71,6 +74,21 @@ enum Cmd {
         #[arg(long, env = "RAFT_NODE_JOIN", value_delimiter = ',')]
         join: Vec<String>,
     },
+    /// Formats a founding voter's data directory, once, before its first start: writes the
+    /// founding voter set (every `[[voters]]` entry with its `directory`) into its storage.
+    Format {
+        /// The TOML config file; flags and RAFT_NODE_* variables override its values.
+        #[arg(long, short, env = "RAFT_NODE_CONFIG")]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        overrides: Box<Overrides>,
+        /// A cluster of this voter alone (the configuration lists it as the only voter); it
+        /// gets a new directory id. Other nodes join it and are added with RAFT ADD-VOTER.
+        #[arg(long)]
+        standalone: bool,
+    },
+    /// Prints a new random directory id, for the `directory` of a founding `[[voters]]` entry.
+    DirectoryId,
     /// Runs a local cluster on loopback until Ctrl-C (three voters by default).
     Dev {
         /// Where certificates, configs and data live (kept between runs).
@@ -129,6 +147,36 @@ async fn stop_signal() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
+}
+
+async fn format_cmd(
+    config: Option<PathBuf>,
+    overrides: Overrides,
+    standalone: bool,
+) -> anyhow::Result<()> {
+    let mut file = match &config {
+        Some(path) => FileConfig::load(path)?,
+        None => FileConfig::default(),
+    };
+    file.apply(&overrides)?;
+    let cfg = file.check()?;
+    let (directory, voters) = format::format(&cfg, standalone)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    println!(
+        "raft-node: formatted {} as replica {} of cluster {:?}, directory {directory}",
+        cfg.data_dir.display(),
+        cfg.id.0,
+        cfg.cluster_id
+    );
+    for (id, v) in voters.iter() {
+        let dir = v.directory.map_or("static".into(), |d| d.to_string());
+        println!(
+            "  founding voter {}: directory {dir} peer {}",
+            id.0, v.endpoint
+        );
+    }
+    Ok(())
 }
 
 async fn run(
@@ -193,8 +241,12 @@ async fn learn_voters(
     join: &[String],
 ) -> anyhow::Result<(String, Vec<raft_node::join::LearnedVoter>)> {
     use raft_node::join;
+    let cluster_id = file
+        .cluster_id()
+        .ok_or_else(|| anyhow::anyhow!("cluster_id is required with --join"))?;
     let asked = join::discover(
         join,
+        cluster_id,
         file.requirepass(),
         Duration::from_secs(2),
         Duration::from_secs(10),
@@ -292,6 +344,9 @@ fn main() -> ExitCode {
     allocator::limit_arenas();
     let result = match cli.cmd {
         Cmd::Certs { out, replicas } => certs_cmd(out, replicas),
+        Cmd::DirectoryId => identity::new_directory_id()
+            .map(|id| println!("{id}"))
+            .map_err(anyhow::Error::msg),
         cmd => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -304,6 +359,11 @@ fn main() -> ExitCode {
                             overrides,
                             join,
                         } => run(config, *overrides, join).await,
+                        Cmd::Format {
+                            config,
+                            overrides,
+                            standalone,
+                        } => format_cmd(config, *overrides, standalone).await,
                         Cmd::Dev {
                             dir,
                             base_port,
@@ -320,7 +380,7 @@ fn main() -> ExitCode {
                             })
                             .await
                         }
-                        Cmd::Certs { .. } => Ok(()),
+                        Cmd::Certs { .. } | Cmd::DirectoryId => Ok(()),
                     }
                 })
             }),

@@ -171,7 +171,7 @@ type Stores = (
     Arc<dyn raft_core::io::SnapshotStore>,
 );
 
-fn open_storage(cfg: &NodeConfig) -> Result<Stores, StartError> {
+pub(crate) fn open_storage(cfg: &NodeConfig) -> Result<Stores, StartError> {
     let dir = cfg.data_dir.join(cfg.storage.name());
     let fail = |reason: String| StartError::Storage {
         engine: cfg.storage.name(),
@@ -275,6 +275,7 @@ pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
         .await
         .map_err(|e| StartError::Driver(e.to_string()))?;
     metrics.attach(node.clone());
+    warn_if_voters_differ(&cfg, &node).await;
     let id = cfg.id;
     let metrics_addr = metrics_listener.as_ref().map(|l| {
         l.local_addr()
@@ -303,6 +304,35 @@ pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
         server,
         http,
     })
+}
+
+/// The configuration's `[[voters]]` are read when a directory is formatted (and are a new
+/// node's contacts); afterwards the voter set in force comes from the storage and the log. A
+/// file that says otherwise is stale or edited: one warning, so that nobody mistakes an edit
+/// of `[[voters]]` for a membership change.
+async fn warn_if_voters_differ(cfg: &NodeConfig, node: &Node) {
+    let Some(st) = node.status().await else {
+        return;
+    };
+    let in_force: Vec<u32> = st.voter_set.ids().map(|r| r.0).collect();
+    let file: Vec<u32> = cfg.voters.keys().map(|r| r.0).collect();
+    let observer = !st.voter_set.contains_id(cfg.id) && cfg.voters.contains_key(&cfg.id);
+    if in_force != file && !observer {
+        tracing::warn!(
+            ?file,
+            ?in_force,
+            "the configuration's [[voters]] differ from the voter set in force, which comes from \
+             this node's storage and log and wins: [[voters]] is read at format only (change \
+             voters with RAFT ADD-VOTER / REMOVE-VOTER)"
+        );
+    } else if observer {
+        tracing::warn!(
+            replica = cfg.id.0,
+            "the configuration names this node a voter, but its storage does not: it runs as an \
+             observer (a lost disk, or a directory that was never formatted) until RAFT \
+             ADD-VOTER adds it with its directory"
+        );
+    }
 }
 
 /// A per-process, per-replica seed for the protocol's election timeouts.

@@ -198,11 +198,7 @@ pub(super) fn start_replica(
         wire: wire.clone(),
     };
     let snapshots = Arc::new(MemSnapshots::new());
-    if cfg.voters.contains(&id) {
-        raft_core::driver::format(&*snapshots, &cfg.bootstrap_voters())
-            .await
-            .map_err(|e| format!("replica {id} format: {e}"))?;
-    }
+    let founding = cfg.voters.contains(&id).then(|| cfg.bootstrap_voters());
     let parts = Parts {
         log: Arc::new(MemLog::new()),
         election: Arc::new(MemElectionStore::new()),
@@ -230,6 +226,13 @@ pub(super) fn start_replica(
                 }
             };
             rt.block_on(async move {
+                if let Some(set) = founding {
+                    // The founding voter's one-time format, before its first start.
+                    if let Err(e) = raft_core::driver::format(&*parts.snapshots, &set).await {
+                        let _ = started_tx.send(Err(format!("replica {id} format: {e}")));
+                        return;
+                    }
+                }
                 match Node::start(cfg, parts, options).await {
                     Ok(node) => {
                         let _ = started_tx.send(Ok((node, current_tid())));

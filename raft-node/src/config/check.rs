@@ -6,7 +6,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use raft_core::ReplicaId;
+use raft_core::{DirectoryId, ReplicaId};
 
 use super::file::{
     ClientSection, FileConfig, LeaseSection, PeerEntry, SnapshotSection, TimersSection,
@@ -318,9 +318,19 @@ fn peer_map(
         if let Some(c) = &e.client {
             resolve(&format!("{field}[{i}].client"), c)?;
         }
+        let directory = match &e.directory {
+            Some(text) => Some(text.parse::<DirectoryId>().map_err(|err| {
+                bad(
+                    format!("{field}[{i}].directory"),
+                    format!("{text:?} is not a directory id (a UUID): {err}"),
+                )
+            })?),
+            None => None,
+        };
         let addrs = PeerAddrs {
             peer,
             client: e.client.clone(),
+            directory,
         };
         if map.insert(ReplicaId(e.id), addrs).is_some() {
             return Err(bad(

@@ -59,6 +59,9 @@ pub(super) struct PeerEntry {
     pub(super) id: u32,
     pub(super) peer: String,
     pub(super) client: Option<String>,
+    /// The voter's directory id (UUID), for `raft-node format`'s founding voter set.
+    #[serde(default)]
+    pub(super) directory: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

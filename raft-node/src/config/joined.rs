@@ -13,50 +13,74 @@ impl FileConfig {
         self.data_dir.as_deref().map(|p| self.path(p))
     }
 
+    /// The cluster id set so far, which a joining node checks the node it asks against.
+    pub fn cluster_id(&self) -> Option<&str> {
+        self.cluster_id.as_deref()
+    }
+
     /// The client password set so far, which a joining node also uses to ask a running node.
     pub fn requirepass(&self) -> Option<&str> {
         self.client.requirepass.as_deref()
     }
 
-    /// Makes `voters` the voter list. A file or flag that also lists voters is refused (one
-    /// source of truth); this replica, when not a voter, becomes an observer reached at its
-    /// `listen.peer` address, which is then required.
+    /// Makes `voters`, less this replica, the voter list: the contacts a joining node learns
+    /// the cluster from. This replica is always an observer, reached at its `listen.peer`
+    /// address (or its own entry's in the file; one of them is required): an entry naming its own id is the voter it was before it lost
+    /// its disk (or another machine), and counting itself as that voter would let it vote
+    /// without the data that voter acknowledged (W1). It becomes a voter only when the log
+    /// names it, with its new directory (`RAFT ADD-VOTER`). Voters the file or flags list are
+    /// replaced: the running cluster knows its voters better than a file (and a founder's
+    /// file, kept unchanged for its rejoin after a disk loss, names its old directory).
     pub fn use_learned_voters(&mut self, voters: &[LearnedVoter]) -> Result<(), ConfigError> {
-        if !self.voters.is_empty() {
-            return Err(bad(
-                "voters",
-                "--join learns the voters from a running node: remove [[voters]] (and --voters)",
-            ));
+        let me = self
+            .replica_id
+            .ok_or_else(|| bad("replica_id", "required"))?;
+        // The file's own entry (a founder's file kept for a rejoin) still says where this node
+        // listens.
+        let own = self
+            .voters
+            .iter()
+            .chain(&self.observers)
+            .find(|e| e.id == me)
+            .map(|e| (e.peer.clone(), e.client.clone()));
+        if let Some((peer, client)) = own {
+            self.listen.peer.get_or_insert(peer);
+            if self.listen.client.is_none() {
+                self.listen.client = client;
+            }
         }
         self.voters = voters
             .iter()
+            .filter(|v| v.id != me)
             .map(|v| PeerEntry {
                 id: v.id,
                 peer: v.peer.clone(),
                 client: None,
+                directory: v.directory.clone(),
             })
             .collect();
-        let me = self
-            .replica_id
-            .ok_or_else(|| bad("replica_id", "required"))?;
-        let listed = self
-            .voters
-            .iter()
-            .chain(&self.observers)
-            .any(|e| e.id == me);
-        if !listed {
-            let peer = self.listen.peer.clone().ok_or_else(|| {
-                bad(
-                    "listen.peer",
-                    "required with --join: the address peers reach this node at",
-                )
-            })?;
-            self.observers.push(PeerEntry {
-                id: me,
-                peer,
-                client: self.listen.client.clone(),
-            });
+        if self.voters.is_empty() {
+            return Err(bad(
+                "voters",
+                format!(
+                    "the node asked names replica {me} as the only voter: a node cannot join a \
+                     cluster of itself (if its disk was lost, the cluster has no other copy)"
+                ),
+            ));
         }
+        self.observers.retain(|e| e.id != me);
+        let peer = self.listen.peer.clone().ok_or_else(|| {
+            bad(
+                "listen.peer",
+                "required with --join: the address peers reach this node at",
+            )
+        })?;
+        self.observers.push(PeerEntry {
+            id: me,
+            peer,
+            client: self.listen.client.clone(),
+            directory: None,
+        });
         Ok(())
     }
 }
@@ -76,6 +100,7 @@ mod tests {
             .map(|id| LearnedVoter {
                 id,
                 peer: format!("127.0.0.1:710{id}"),
+                directory: Some(format!("0b7e6d1c-0000-4000-8000-00000000000{id}")),
             })
             .collect()
     }
@@ -101,26 +126,44 @@ mod tests {
     }
 
     #[test]
-    fn a_joiner_that_is_a_learned_voter_stays_one() {
+    fn a_joiner_whose_id_is_a_learned_voter_is_an_observer_that_keeps_directories() {
         let mut file =
             FileConfig::parse(&JOINER.replace("replica_id = 4", "replica_id = 2")).unwrap();
         file.use_learned_voters(&learned()).unwrap();
         let cfg = file.check().unwrap();
-        assert!(cfg.voters.contains_key(&ReplicaId(2)));
-        assert!(cfg.observers.is_empty());
+        assert_eq!(
+            cfg.voters.keys().copied().collect::<Vec<_>>(),
+            [ReplicaId(1), ReplicaId(3)]
+        );
+        assert_eq!(
+            cfg.voters[&ReplicaId(3)].directory.map(|d| d.to_string()),
+            Some("0b7e6d1c-0000-4000-8000-000000000003".to_string())
+        );
+        assert_eq!(
+            cfg.observers.keys().copied().collect::<Vec<_>>(),
+            [ReplicaId(2)]
+        );
     }
 
     #[test]
-    fn voters_from_the_file_or_no_peer_address_are_refused() {
-        let listed = format!("{JOINER}[[voters]]\nid = 1\npeer = \"127.0.0.1:7101\"\n");
-        let err = FileConfig::parse(&listed)
-            .unwrap()
-            .use_learned_voters(&learned())
-            .unwrap_err();
-        assert!(
-            err.to_string().contains("--join learns the voters"),
-            "{err}"
+    fn a_joiner_named_as_the_only_voter_is_refused() {
+        let mut file =
+            FileConfig::parse(&JOINER.replace("replica_id = 4", "replica_id = 1")).unwrap();
+        let err = file.use_learned_voters(&learned()[..1]).unwrap_err();
+        assert!(err.to_string().contains("only voter"), "{err}");
+    }
+
+    #[test]
+    fn learned_voters_replace_the_files_and_no_peer_address_is_refused() {
+        let listed = format!(
+            "{JOINER}[[voters]]\nid = 4\npeer = \"127.0.0.1:7104\"\n\
+             directory = \"0b7e6d1c-0000-4000-8000-0000000000ff\"\n"
         );
+        let mut file = FileConfig::parse(&listed).unwrap();
+        file.use_learned_voters(&learned()).unwrap();
+        let cfg = file.check().unwrap();
+        assert_eq!(cfg.voters.len(), 3, "the learned voters, not the file's");
+        assert!(cfg.observers.contains_key(&ReplicaId(4)));
         let no_peer = JOINER.replace("peer = \"127.0.0.1:7104\"\n", "");
         let err = FileConfig::parse(&no_peer)
             .unwrap()

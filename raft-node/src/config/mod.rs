@@ -199,6 +199,9 @@ pub struct PeerAddrs {
     pub peer: SocketAddr,
     /// Its client address, if known (named in "not leader" errors).
     pub client: Option<String>,
+    /// A voter's directory id, when the file names it: what `raft-node format` writes into
+    /// the founding voter set.
+    pub directory: Option<raft_core::DirectoryId>,
 }
 
 /// Paths of the TLS material.

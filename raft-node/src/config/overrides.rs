@@ -118,6 +118,7 @@ fn parse_peer_list(flag: &str, list: &str) -> Result<Vec<PeerEntry>, ConfigError
                 id,
                 peer: peer.to_string(),
                 client,
+                directory: None,
             })
         })
         .collect()

@@ -6,7 +6,7 @@
 use crate::harness::{wait_until, Cluster, Value};
 
 /// The `RAFT VOTERS` lines of node `id` that start with `voter:`.
-fn voters(c: &Cluster, id: u32) -> Vec<String> {
+pub(crate) fn voters(c: &Cluster, id: u32) -> Vec<String> {
     c.client(id)
         .cmd(&["RAFT", "VOTERS"])
         .text()
@@ -16,7 +16,7 @@ fn voters(c: &Cluster, id: u32) -> Vec<String> {
         .collect()
 }
 
-fn voter_ids(c: &Cluster, id: u32) -> Vec<u32> {
+pub(crate) fn voter_ids(c: &Cluster, id: u32) -> Vec<u32> {
     voters(c, id)
         .iter()
         .filter_map(|l| l["voter:".len()..].split(' ').next()?.parse().ok())
@@ -24,7 +24,7 @@ fn voter_ids(c: &Cluster, id: u32) -> Vec<u32> {
 }
 
 /// The directory a node's voter entry names, on node `at`.
-fn directory_of(c: &Cluster, at: u32, id: u32) -> String {
+pub(crate) fn directory_of(c: &Cluster, at: u32, id: u32) -> String {
     let prefix = format!("voter:{id} directory=");
     voters(c, at)
         .iter()
@@ -39,7 +39,7 @@ fn directory_of(c: &Cluster, at: u32, id: u32) -> String {
 
 /// Sends a RAFT change to the leader until it is accepted (`TRYAGAIN` while the observer
 /// catches up or an earlier change commits); returns the leader it was accepted on.
-fn change(c: &Cluster, args: &[&str]) -> u32 {
+pub(crate) fn change(c: &Cluster, args: &[&str]) -> u32 {
     let mut accepted = 0;
     wait_until(&format!("{args:?} to be accepted"), || {
         let leader = c.wait_for_leader();
@@ -58,7 +58,7 @@ fn change(c: &Cluster, args: &[&str]) -> u32 {
 }
 
 /// Every key `k0..k{n}` reads its value on node `id` (a linearizable read).
-fn all_keys_on(c: &Cluster, id: u32, n: u32) {
+pub(crate) fn all_keys_on(c: &Cluster, id: u32, n: u32) {
     let mut client = c.client(id);
     for i in 0..n {
         let key = format!("k{i}");
@@ -167,6 +167,24 @@ fn a_dev_cluster_adds_a_fourth_node_while_running() {
             let text = c.cmd(&["RAFT", "VOTERS"]).text();
             text.lines().filter(|l| l.starts_with("voter:")).count() == 4
         });
+    }
+    // Every voter, the three dev formatted and the one added online, names its directory.
+    let mut c = crate::harness::Client::connect(leader).unwrap();
+    let text = c.cmd(&["RAFT", "VOTERS"]).text();
+    let voter_lines: Vec<&str> = text.lines().filter(|l| l.starts_with("voter:")).collect();
+    assert_eq!(voter_lines.len(), 4, "{text}");
+    for line in &voter_lines {
+        assert!(!line.contains("directory=static"), "{line}");
+    }
+    // Removing a follower online keeps writes going.
+    let follower = (1..=4u16)
+        .find(|id| base + id != leader)
+        .expect("a follower");
+    let removed = c.cmd(&["RAFT", "REMOVE-VOTER", &follower.to_string()]);
+    assert_eq!(removed, Value::Simple("OK".into()));
+    for i in 0..20 {
+        let key = format!("after-removal-{i}");
+        assert_eq!(c.cmd(&["SET", &key, "v"]), Value::Simple("OK".into()));
     }
     assert!(
         dev.terminate(),

@@ -132,7 +132,29 @@ impl Cluster {
         for n in &cluster.nodes {
             std::fs::write(cluster.config_path(n.id), cluster.config_text(n.id)).unwrap();
         }
+        for id in 1..=voters {
+            cluster.format(id);
+        }
         cluster
+    }
+
+    /// The directory id founding voter `id` is formatted with.
+    pub fn founding_directory(&self, id: u32) -> String {
+        format!("0b7e6d1c-0000-4000-8000-{id:012x}")
+    }
+
+    /// `raft-node format --config nodeN.toml`: the founding voter's one-time act.
+    pub fn format(&self, id: u32) {
+        let out = Command::new(BIN)
+            .args(["format", "--config"])
+            .arg(self.config_path(id))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "raft-node format of node {id} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// As [`Cluster::prepare_with_observers`], but the voters' configurations do not name the
@@ -173,6 +195,12 @@ impl Cluster {
     pub fn join_through(&mut self, id: u32, ports: &[u16]) {
         self.join_ports.insert(id, ports.to_vec());
         std::fs::write(self.config_path(id), self.config_text(id)).unwrap();
+    }
+
+    /// Makes node `id` start with `run --join` through the client ports `ports` on its own,
+    /// unchanged configuration file (a founder's file, kept for its rejoin after a disk loss).
+    pub fn rejoin_with_own_file(&mut self, id: u32, ports: &[u16]) {
+        self.join_ports.insert(id, ports.to_vec());
     }
 
     /// Replaces the body of node `id`'s `[timers]` table (rewrites its config file; takes
@@ -221,6 +249,9 @@ impl Cluster {
                 "\n[[{table}]]\nid = {}\npeer = \"127.0.0.1:{}\"\nclient = \"127.0.0.1:{}\"\n",
                 n.id, n.peer_port, n.client_port
             );
+            if n.id <= self.voters {
+                s += &format!("directory = \"{}\"\n", self.founding_directory(n.id));
+            }
         }
         // Lines of `extra` before its first table header are top-level keys.
         let (top, tables) = match self
