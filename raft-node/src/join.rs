@@ -10,6 +10,11 @@
 //! fetches from the leader; it votes only once the log names it, with its directory, as a
 //! voter (`RAFT ADD-VOTER`).
 //!
+//! When the cluster's client ports speak TLS, so does the join: it verifies the node's
+//! certificate against the cluster CA and presents its own node certificate ([`JoinTls`]).
+//! An address written `N@host:port` expects replica N's certificate (`replica-N.raft`) there;
+//! a plain `host:port` expects a certificate naming the host.
+//!
 //! The learned set is saved in the data directory (`joined-voters.toml`) once the node runs,
 //! so that a later start can use it when no running node answers (a whole cluster restarting
 //! at once).
@@ -17,8 +22,10 @@
 use std::path::Path;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// The file in the data directory that keeps the voters learned at the last join.
@@ -121,12 +128,75 @@ pub fn parse_voters(text: &str) -> Result<Vec<LearnedVoter>, JoinError> {
     Ok(voters)
 }
 
+/// TLS for the join exchange: the cluster CA that signed the nodes' client-port certificates,
+/// and this node's certificate for ports that require client certificates.
+#[derive(Clone)]
+pub struct JoinTls {
+    connector: tokio_rustls::TlsConnector,
+}
+
+impl JoinTls {
+    /// From PEM text: the CA certificate(s), this node's certificate chain and key.
+    pub fn from_pem(ca: &str, cert: &str, key: &str) -> Result<JoinTls, String> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+            let c = c.map_err(|e| format!("tls.ca_cert: {e}"))?;
+            roots.add(c).map_err(|e| format!("tls.ca_cert: {e}"))?;
+        }
+        let chain = CertificateDer::pem_slice_iter(cert.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("tls.cert: {e}"))?;
+        let key =
+            PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|e| format!("tls.key: {e}"))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_client_auth_cert(chain, key)
+            .map_err(|e| format!("tls.cert and tls.key: {e}"))?;
+        Ok(JoinTls {
+            connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
+        })
+    }
+}
+
+/// A `--join` address: `N@host:port` names the replica expected there, `host:port` does not.
+/// Returns the replica, the address to connect to, and the name its TLS certificate must bear.
+pub fn split_target(addr: &str) -> Result<(Option<u32>, &str, String), JoinError> {
+    let (replica, hostport) = match addr.split_once('@') {
+        Some((n, rest)) => {
+            let n: u32 = n
+                .parse()
+                .ok()
+                .filter(|n| *n != 0)
+                .ok_or_else(|| JoinError::Malformed(format!("bad replica id in {addr:?}")))?;
+            (Some(n), rest)
+        }
+        None => (None, addr),
+    };
+    let name = match replica {
+        // The name node certificates carry (the QUIC transport's `certs::replica_dns_name`).
+        Some(n) => format!("replica-{n}.raft"),
+        None => {
+            let host = hostport.rsplit_once(':').map_or(hostport, |(h, _)| h);
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string()
+        }
+    };
+    Ok((replica, hostport, name))
+}
+
 /// Asks the nodes at `addrs` for their voters, each in turn, in rounds until one answers or
 /// `deadline` has passed (nodes may still be starting): the address that answered and its
 /// voters. Every attempt is bounded by `attempt`.
 pub async fn discover(
     addrs: &[String],
     cluster_id: &str,
+    tls: Option<&JoinTls>,
     password: Option<&str>,
     attempt: Duration,
     deadline: Duration,
@@ -136,7 +206,7 @@ pub async fn discover(
     loop {
         failures.clear();
         for addr in addrs {
-            match tokio::time::timeout(attempt, ask(addr, password)).await {
+            match tokio::time::timeout(attempt, ask(addr, tls, password)).await {
                 // A node of another cluster is never joined: the search goes on without it.
                 Ok(Ok((found, _))) if found != cluster_id => failures.push(
                     JoinError::WrongCluster {
@@ -162,10 +232,35 @@ pub async fn discover(
 
 /// The node's cluster id (from `INFO server`) and its `RAFT VOTERS` answer, over RESP2 (after
 /// `AUTH` when a password is given).
-async fn ask(addr: &str, password: Option<&str>) -> Result<(String, String), String> {
-    let mut stream = TcpStream::connect(addr)
+async fn ask(
+    addr: &str,
+    tls: Option<&JoinTls>,
+    password: Option<&str>,
+) -> Result<(String, String), String> {
+    let (_, hostport, name) = split_target(addr).map_err(|e| e.to_string())?;
+    let tcp = TcpStream::connect(hostport)
         .await
         .map_err(|e| format!("cannot connect: {e}"))?;
+    match tls {
+        None => exchange(tcp, password).await,
+        Some(tls) => {
+            let server = rustls::pki_types::ServerName::try_from(name.clone())
+                .map_err(|e| format!("{name:?} is not a TLS server name: {e}"))?;
+            let stream = tls
+                .connector
+                .connect(server, tcp)
+                .await
+                .map_err(|e| format!("TLS with {name}: {e}"))?;
+            exchange(stream, password).await
+        }
+    }
+}
+
+/// The exchange of [`ask`] on a connected stream.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    password: Option<&str>,
+) -> Result<(String, String), String> {
     let mut reader = ReplyReader::default();
     if let Some(password) = password {
         stream
@@ -225,7 +320,7 @@ struct ReplyReader {
 }
 
 impl ReplyReader {
-    async fn next(&mut self, stream: &mut TcpStream) -> Result<Reply, String> {
+    async fn next<S: AsyncRead + Unpin>(&mut self, stream: &mut S) -> Result<Reply, String> {
         loop {
             if let Some((reply, used)) = parse_reply(&self.buf)? {
                 self.buf.drain(..used);
@@ -371,6 +466,32 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[cfg(feature = "transport-quic")]
+    fn name_of(n: u32) -> String {
+        split_target(&format!("{n}@h:1")).unwrap().2
+    }
+
+    #[test]
+    fn join_addresses_name_the_certificate_expected_there() {
+        let (n, addr, name) = split_target("2@10.0.0.2:7002").unwrap();
+        assert_eq!(
+            (n, addr, name.as_str()),
+            (Some(2), "10.0.0.2:7002", "replica-2.raft")
+        );
+        let (n, addr, name) = split_target("kv-1.example:7001").unwrap();
+        assert_eq!(
+            (n, addr, name.as_str()),
+            (None, "kv-1.example:7001", "kv-1.example")
+        );
+        #[cfg(feature = "transport-quic")]
+        assert_eq!(
+            name_of(3),
+            raft_transport_quic::certs::replica_dns_name(raft_core::ReplicaId(3))
+        );
+        assert!(split_target("0@h:1").is_err());
+        assert!(split_target("x@h:1").is_err());
     }
 
     #[test]

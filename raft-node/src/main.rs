@@ -244,9 +244,25 @@ async fn learn_voters(
     let cluster_id = file
         .cluster_id()
         .ok_or_else(|| anyhow::anyhow!("cluster_id is required with --join"))?;
+    let tls = match file.join_tls_paths() {
+        Some(paths) => {
+            let read = |p: &std::path::Path| {
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))
+            };
+            let tls = join::JoinTls::from_pem(
+                &read(&paths.ca_cert)?,
+                &read(&paths.cert)?,
+                &read(&paths.key)?,
+            )
+            .map_err(anyhow::Error::msg)?;
+            Some(tls)
+        }
+        None => None,
+    };
     let asked = join::discover(
         join,
         cluster_id,
+        tls.as_ref(),
         file.requirepass(),
         Duration::from_secs(2),
         Duration::from_secs(10),

@@ -13,6 +13,17 @@ impl FileConfig {
         self.data_dir.as_deref().map(|p| self.path(p))
     }
 
+    /// The cluster CA and this node's certificate and key, when the client ports speak TLS
+    /// (`client.tls_cert` set): a joining node then asks the running nodes over TLS.
+    pub fn join_tls_paths(&self) -> Option<super::TlsPaths> {
+        self.client.tls_cert.as_ref()?;
+        Some(super::TlsPaths {
+            ca_cert: self.path(self.tls.ca_cert.as_deref()?),
+            cert: self.path(self.tls.cert.as_deref()?),
+            key: self.path(self.tls.key.as_deref()?),
+        })
+    }
+
     /// The cluster id set so far, which a joining node checks the node it asks against.
     pub fn cluster_id(&self) -> Option<&str> {
         self.cluster_id.as_deref()

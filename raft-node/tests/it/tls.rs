@@ -138,3 +138,28 @@ fn a_client_ca_requires_client_certificates() {
         "served without a client certificate: {refused:?}"
     );
 }
+
+/// Goal: `--join` speaks TLS when the client ports do, verifying the node it asks (the replica
+/// named in `N@host:port`) and presenting its own certificate to a port that requires one.
+/// Method: node 1 formatted alone, its client port on TLS with client certificates required;
+/// node 2 joins through `1@127.0.0.1:<port>` and shows up on the leader as a fetching observer.
+#[test]
+fn a_node_joins_through_a_tls_client_port() {
+    let extra = "[client]\ntls_cert = \"certs/node-1.pem\"\ntls_key = \"certs/node-1.key\"\n\
+                 tls_ca = \"certs/ca.pem\"\n";
+    let mut cluster = Cluster::prepare_with_joiners(1, 1, extra);
+    let port = cluster.port(1);
+    cluster.join_through_addrs(2, &[format!("1@127.0.0.1:{port}")]);
+    cluster.launch_all();
+    let certs = cluster.dir().join("certs");
+    harness::wait_until("node 2 to fetch from the leader as an observer", || {
+        tls_connect(&certs, port, Some(2))
+            .and_then(|mut c| tls_cmd(&mut c, &["RAFT", "VOTERS"]))
+            .is_ok_and(|v| v.text().lines().any(|l| l.starts_with("observer:2 ")))
+    });
+    let log = cluster.log_text(2);
+    assert!(
+        log.contains("joined with the voters a running node named"),
+        "{log}"
+    );
+}

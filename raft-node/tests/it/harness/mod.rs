@@ -63,7 +63,7 @@ pub struct Cluster {
     /// cluster whose nodes were configured without them).
     unlisted_observers: bool,
     /// Nodes started with `run --join` instead of a voter list: the client ports they ask.
-    join_ports: std::collections::BTreeMap<u32, Vec<u16>>,
+    join_addrs: std::collections::BTreeMap<u32, Vec<String>>,
 }
 
 /// `(client, peer, metrics)` ports for `n` nodes.
@@ -127,7 +127,7 @@ impl Cluster {
             timers: std::collections::BTreeMap::new(),
             voters,
             unlisted_observers: false,
-            join_ports: Default::default(),
+            join_addrs: Default::default(),
         };
         for n in &cluster.nodes {
             std::fs::write(cluster.config_path(n.id), cluster.config_text(n.id)).unwrap();
@@ -193,14 +193,21 @@ impl Cluster {
     /// port too, to see it fall back): its configuration lists no voters, only its own
     /// listen addresses (rewrites its config file; takes effect at its next start).
     pub fn join_through(&mut self, id: u32, ports: &[u16]) {
-        self.join_ports.insert(id, ports.to_vec());
+        self.join_addrs.insert(id, loopback(ports));
         std::fs::write(self.config_path(id), self.config_text(id)).unwrap();
     }
 
     /// Makes node `id` start with `run --join` through the client ports `ports` on its own,
     /// unchanged configuration file (a founder's file, kept for its rejoin after a disk loss).
     pub fn rejoin_with_own_file(&mut self, id: u32, ports: &[u16]) {
-        self.join_ports.insert(id, ports.to_vec());
+        self.join_addrs.insert(id, loopback(ports));
+    }
+
+    /// As [`Cluster::join_through`], with the `--join` addresses as given (`N@host:port`
+    /// names the replica whose TLS certificate the joiner expects there).
+    pub fn join_through_addrs(&mut self, id: u32, addrs: &[String]) {
+        self.join_addrs.insert(id, addrs.to_vec());
+        std::fs::write(self.config_path(id), self.config_text(id)).unwrap();
     }
 
     /// Replaces the body of node `id`'s `[timers]` table (rewrites its config file; takes
@@ -220,7 +227,7 @@ impl Cluster {
             String::as_str,
         );
         let metrics = self.metrics_port(id);
-        let joining = self.join_ports.contains_key(&id);
+        let joining = self.join_addrs.contains_key(&id);
         let listen = if joining {
             format!(
                 "peer = \"127.0.0.1:{}\"\nclient = \"127.0.0.1:{}\"\n",
@@ -265,7 +272,7 @@ impl Cluster {
         format!("{top}\n{s}\n{tables}")
     }
 
-    fn spawn(&self, config: &Path, log: &Path, join: Option<&[u16]>) -> Child {
+    fn spawn(&self, config: &Path, log: &Path, join: Option<&[String]>) -> Child {
         let log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -273,8 +280,7 @@ impl Cluster {
             .unwrap();
         let mut cmd = Command::new(BIN);
         cmd.args(["run", "--config"]).arg(config);
-        if let Some(ports) = join {
-            let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        if let Some(addrs) = join {
             cmd.arg("--join").arg(addrs.join(","));
         }
         cmd.env("RUST_LOG", "info")
@@ -290,7 +296,7 @@ impl Cluster {
         for i in 0..self.nodes.len() {
             if self.nodes[i].child.is_none() {
                 let id = self.nodes[i].id;
-                let join = self.join_ports.get(&id).map(Vec::as_slice);
+                let join = self.join_addrs.get(&id).map(Vec::as_slice);
                 let child = self.spawn(&self.config_path(id), &self.log_path(id), join);
                 self.nodes[i].child = Some(child);
             }
@@ -516,7 +522,7 @@ impl Cluster {
             .position(|n| n.id == id)
             .expect("known node");
         if self.nodes[i].child.is_none() {
-            let join = self.join_ports.get(&id).map(Vec::as_slice);
+            let join = self.join_addrs.get(&id).map(Vec::as_slice);
             let child = self.spawn(&self.config_path(id), &self.log_path(id), join);
             self.nodes[i].child = Some(child);
         }
@@ -536,6 +542,11 @@ impl Cluster {
             }
         }
     }
+}
+
+/// `127.0.0.1:<port>` for each port.
+fn loopback(ports: &[u16]) -> Vec<String> {
+    ports.iter().map(|p| format!("127.0.0.1:{p}")).collect()
 }
 
 /// A base port for `raft-node dev` whose nine ports (`base+1..=3` and `base+201..=203` TCP,
