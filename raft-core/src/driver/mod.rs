@@ -11,6 +11,7 @@
 //! the log store. Every channel is bounded.
 
 mod applier;
+mod batching;
 pub mod bootstrap;
 mod election_writer;
 mod forward;
@@ -30,6 +31,7 @@ mod task_messages;
 mod waiters;
 mod wake;
 
+pub use batching::PART_BYTES_MAX;
 pub use bootstrap::{format, FormatError};
 pub use membership::VoterChangeError;
 pub use outcome::{Committed, Uncertain, WriteError};
@@ -418,11 +420,13 @@ impl Node {
     /// Writes of one caller on any replica, applied in the order given: proposed together on
     /// the leader, or forwarded together to it. Returns one result per payload, in order. Once
     /// one write is refused, every later one is refused too (none of them was proposed), so
-    /// retrying the refused suffix keeps the caller's order. Separate calls are not ordered
+    /// retrying the refused suffix keeps the caller's order. A batch of more than
+    /// [`PART_BYTES_MAX`] payload bytes goes in parts, each after the previous one
+    /// committed (see `batching`), so that no part is too large to forward. Separate calls are not ordered
     /// with each other when an earlier one's outcome is unknown; a [`WriteSession`] orders
     /// them.
     pub async fn write_batch(&self, payloads: Vec<Bytes>) -> Vec<Result<Committed, WriteError>> {
-        self.write_ordered(payloads, None).await
+        self.write_in_parts(payloads, || None).await
     }
 
     async fn write_ordered(

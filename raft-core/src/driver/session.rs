@@ -69,12 +69,15 @@ impl WriteSession {
         node: &Node,
         payloads: Vec<Bytes>,
     ) -> Vec<Result<Committed, WriteError>> {
-        self.seq += 1;
-        let order = WriteOrder {
-            session: self.id,
-            seq: self.seq,
-        };
-        node.write_ordered(payloads, Some(order)).await
+        let (id, seq) = (self.id, &mut self.seq);
+        node.write_in_parts(payloads, || {
+            *seq += 1;
+            Some(WriteOrder {
+                session: id,
+                seq: *seq,
+            })
+        })
+        .await
     }
 }
 

@@ -19,6 +19,7 @@ mod by_hand_status;
 mod check_quorum;
 mod driver;
 mod driver_bootstrap;
+mod driver_large;
 mod driver_membership;
 mod driver_outcomes;
 mod driver_panics;
