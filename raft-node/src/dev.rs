@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use raft_core::{DirectoryId, ReplicaId, Role};
+use raft_core::{DirectoryId, ReplicaId};
 
 use crate::certs;
 use crate::config::{FileConfig, StorageKind};
@@ -185,20 +185,16 @@ pub async fn start(opts: &DevOptions) -> Result<Dev, String> {
 }
 
 impl Dev {
-    /// Waits up to `timeout` for a leader; returns its id.
+    /// Waits up to `timeout` for a leader (as the first node learns it, from its state
+    /// channel rather than by polling); returns its id.
     pub async fn wait_for_leader(&self, timeout: Duration) -> Option<ReplicaId> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        while tokio::time::Instant::now() < deadline {
-            for n in &self.nodes {
-                if let Some(st) = n.node.status().await {
-                    if st.role == Role::Leader {
-                        return Some(st.id);
-                    }
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        None
+        let mut state = self.nodes.first()?.node.watch();
+        let known = tokio::time::timeout(timeout, state.wait_for(|s| s.leader.is_some()))
+            .await
+            .ok()?
+            .ok()?
+            .leader;
+        known
     }
 
     /// Stops every node.

@@ -14,6 +14,7 @@ mod applier;
 mod batching;
 pub mod bootstrap;
 mod election_writer;
+mod events;
 mod forward;
 mod log_writer;
 mod membership;
@@ -33,6 +34,7 @@ mod wake;
 
 pub use batching::PART_BYTES_MAX;
 pub use bootstrap::{format, FormatError};
+pub use events::NodeState;
 pub use membership::VoterChangeError;
 pub use outcome::{Committed, Uncertain, WriteError};
 pub use progress::{Progress, ProgressPacing};
@@ -243,6 +245,7 @@ pub struct Node {
     commands: mpsc::Sender<Command>,
     metrics: Arc<Metrics>,
     stopped: tokio::sync::watch::Receiver<Option<StopCause>>,
+    state: tokio::sync::watch::Receiver<NodeState>,
 }
 
 impl Node {
@@ -350,6 +353,16 @@ impl Node {
         let snapshot_writer =
             spawn_snapshot_writer(parts.snapshots.clone(), bootstrap, done_tx.clone());
         let reachability = reachability::Reachability::new(cfg.id);
+        let initial = NodeState {
+            id: cfg.id,
+            role: replica.role(),
+            epoch: replica.epoch(),
+            leader: replica.leader(),
+            voters: replica.voters().clone(),
+            high_watermark: replica.high_watermark(),
+            applied,
+        };
+        let (state_tx, state) = tokio::sync::watch::channel(initial);
         let task = ReplicaTask {
             cfg,
             options,
@@ -379,6 +392,7 @@ impl Node {
             truncations: Default::default(),
             reachability,
             transfer: None,
+            state: state_tx,
         };
         let id = task.cfg.id;
         let transport = task.parts.transport.clone();
@@ -390,6 +404,7 @@ impl Node {
             commands: cmd_tx,
             metrics,
             stopped,
+            state,
         })
     }
 

@@ -65,6 +65,8 @@ pub(super) struct ReplicaTask {
     pub(super) sessions: SessionTable,
     /// The caller of a leadership transfer in progress.
     pub(super) transfer: Option<oneshot::Sender<Result<(), TransferError>>>,
+    /// Where [`super::Node::watch`] receivers see the replica's changes.
+    pub(super) state: super::events::StateSender,
 }
 
 /// A map by request number with a fixed hasher: it keeps its capacity (no allocation per
@@ -434,6 +436,7 @@ impl ReplicaTask {
             }
         }
         self.report_applied();
+        self.publish_state();
     }
 
     /// Tells the core how far the state machine has applied, as far as the core knows to be
@@ -463,6 +466,7 @@ impl ReplicaTask {
         self.out = out;
         self.report_applied();
         self.expire_truncated();
+        self.publish_state();
     }
 
     /// Writes whose records a truncation replaced here and that no applied record settled

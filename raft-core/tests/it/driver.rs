@@ -607,3 +607,43 @@ async fn restarted_follower_applies_records_its_store_has_not_written_yet() {
         n.node.shutdown().bounded().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_reports_leadership_and_applied_offsets_without_polling() {
+    // Goal: `Node::watch` tells a replica's changes as they happen: a follower learns who
+    // leads, its applied offset passes a write committed elsewhere, and its voter set is the
+    // set in force; the channel closes when the replica stops.
+    let net = MemNetwork::new();
+    let nodes = start_cluster(&net, 3).await;
+    let mut state = nodes[2].node.watch();
+    let s = state
+        .wait_for(|s| s.leader.is_some() && s.high_watermark > Offset::ZERO)
+        .bounded()
+        .await
+        .expect("running")
+        .clone();
+    assert_eq!(s.voters.len(), 3);
+    assert!(s.is_voter());
+    let leader = nodes
+        .iter()
+        .position(|n| n.node.id() == s.leader.unwrap())
+        .unwrap();
+    let committed = nodes[leader]
+        .node
+        .write(Bytes::from_static(b"watched"))
+        .bounded()
+        .await
+        .unwrap();
+    state
+        .wait_for(|s| s.applied > committed.id.offset)
+        .bounded()
+        .await
+        .expect("running");
+    for n in &nodes {
+        n.node.shutdown().bounded().await;
+    }
+    // The last changes (the hand-over) may still be unseen; then the channel ends.
+    async { while state.changed().await.is_ok() {} }
+        .bounded()
+        .await;
+}
