@@ -1,8 +1,9 @@
 //! Project chores, run as `cargo xtask <command>`:
 //!
-//! * `ci`: the canonical check list CI runs (format, tidy rules, clippy, docs, tests, a fuzz
-//!   smoke run, a shard of the protocol's mutants, bounded simulator sweeps, the bounded
-//!   explorer, the bench's smoke run). `.ci/run` calls exactly this.
+//! * `ci`: the canonical check list CI runs (format, tidy rules, clippy, docs, tests, the
+//!   examples run to completion, a fuzz smoke run, a shard of the protocol's mutants, bounded
+//!   simulator sweeps, the bounded explorer, the bench's smoke run). `.ci/run` calls exactly
+//!   this.
 //! * `sim [--seeds N] [--seed S] [--voters 3|5] [--observers K] [--first S] [--membership]`: a
 //!   simulator sweep (release build); `--membership` adds voter changes and disk losses;
 //!   `--planted NAME --expect-catch` plants one bug and succeeds at its first catching seed. A failing seed prints the one command that replays it. With `--driver`,
@@ -127,6 +128,20 @@ fn ci() -> Result<(), String> {
     run(
         "test",
         cargo().args(["test", "--workspace", "--all-features", "--locked"]),
+    )?;
+    // The examples a library user starts from, run to completion (each bounds its own waits),
+    // with the test step's features so that the build is reused.
+    run(
+        "example counter",
+        cargo().args([
+            "run",
+            "-p",
+            "raft-core",
+            "--example",
+            "counter",
+            "--all-features",
+            "--locked",
+        ]),
     )?;
     // Every decoder a peer, a client or a disk reaches: corpus replay, short libFuzzer runs.
     fuzz::smoke()?;
