@@ -1,7 +1,7 @@
 //! Project chores, run as `cargo xtask <command>`:
 //!
-//! * `ci`: the canonical check list CI runs (format, tidy rules, clippy, docs, tests, the
-//!   examples run to completion, a fuzz smoke run, a shard of the protocol's mutants, bounded
+//! * `ci`: the canonical check list CI runs (format, tidy rules, clippy, docs, packaging,
+//!   tests, the examples run to completion, a fuzz smoke run, a shard of the protocol's mutants, bounded
 //!   simulator sweeps, the bounded explorer, the bench's smoke run). `.ci/run` calls exactly
 //!   this.
 //! * `sim [--seeds N] [--seed S] [--voters 3|5] [--observers K] [--first S] [--membership]`: a
@@ -124,6 +124,22 @@ fn ci() -> Result<(), String> {
                 "--locked",
             ])
             .env("RUSTDOCFLAGS", "-D warnings"),
+    )?;
+    // Every library crate and the node package as crates.io would take them, in dependency
+    // order (workspace dependencies resolved from the packages just made). Not rebuilt from
+    // the packages (`--no-verify`): the test step builds the same sources.
+    run(
+        "package",
+        cargo().args([
+            "package",
+            "--workspace",
+            "--exclude",
+            "raft-bench",
+            "--exclude",
+            "xtask",
+            "--no-verify",
+            "--locked",
+        ]),
     )?;
     run(
         "test",
