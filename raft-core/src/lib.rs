@@ -10,7 +10,8 @@
 //! * [`driver`] (feature `driver`, on by default): the tokio task that runs the protocol over the
 //!   `io` traits; what a library user embeds.
 //!
-//! The wire and disk formats live in [`codec`] as pure functions.
+//! The wire and disk formats live in [`codec`] as pure functions. [`guide`] is the guide to
+//! embedding it: the model, the state machine's rules, bootstrap, outcomes, reads, events.
 #![warn(missing_docs)]
 
 /// Whether the planted bug `Planted::$bug` is on in `$cfg`: always false (and nothing to
@@ -34,6 +35,10 @@ pub mod dsim;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod fuzzing;
+#[cfg(feature = "driver")]
+pub mod guide {
+    #![doc = include_str!("guide.md")]
+}
 pub mod io;
 pub mod mem;
 pub mod message;
