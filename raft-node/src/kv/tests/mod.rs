@@ -3,6 +3,7 @@
 //! the request planner like a client (`Replica`).
 
 mod families;
+mod replay;
 mod snapshot;
 mod watch;
 
@@ -22,6 +23,8 @@ struct Replica {
     conn: Conn,
     /// The proposer's clock, stamped into every record.
     now_ms: u64,
+    /// The payload of the last record applied.
+    last_payload: Option<Bytes>,
 }
 
 impl Replica {
@@ -40,11 +43,13 @@ impl Replica {
                 watched: Vec::new(),
             },
             now_ms: 1_000,
+            last_payload: None,
         }
     }
 
     /// Applies `cmd` as the next record.
     fn apply(&mut self, cmd: &Command) -> Bytes {
+        self.last_payload = Some(encode(self.now_ms, cmd));
         let out = apply(&self.kv, self.next, self.now_ms, cmd.clone());
         self.next += 1;
         out
