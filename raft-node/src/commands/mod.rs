@@ -24,7 +24,7 @@ mod table;
 mod tests;
 mod zset;
 
-use self::args::{expire, expiry, getex, scan, set};
+use self::args::{expire, getex, option_expiry, scan, set};
 pub use self::table::command_names;
 use self::table::{command, config, lookup};
 
@@ -454,7 +454,7 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
             value: a[1].clone(),
             cond: SetCond::Always,
             get: true,
-            expire_at_ms: None,
+            expiry: None,
             keep_ttl: false,
         }),
         "setex" | "psetex" => {
@@ -462,13 +462,13 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
                 return Plan::Reply(not_integer());
             };
             let unit = if name == "setex" { "ex" } else { "px" };
-            match expiry(unit, n, ctx.now_ms) {
-                Some(at) => Plan::Write(Command::Set {
+            match option_expiry(unit, n, ctx.now_ms) {
+                Some(e) => Plan::Write(Command::Set {
                     key: a[0].clone(),
                     value: a[2].clone(),
                     cond: SetCond::Always,
                     get: false,
-                    expire_at_ms: Some(at),
+                    expiry: Some(e),
                     keep_ttl: false,
                 }),
                 None => Plan::Reply(Reply::err(format!(
@@ -495,7 +495,7 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
         "expire" | "pexpire" | "expireat" | "pexpireat" => expire(ctx, &name, a),
         "persist" => Plan::Write(Command::Expire {
             key: a[0].clone(),
-            at_ms: None,
+            expiry: None,
             cond: ExpireCond::Always,
         }),
         "del" => Plan::Write(Command::Del { keys: a.to_vec() }),

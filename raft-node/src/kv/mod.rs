@@ -63,7 +63,9 @@ use bytes::Bytes;
 use raft_core::io::{SnapshotReader, StateMachine, StateMachineError};
 use raft_core::{Offset, Record, RecordKind};
 
-pub use self::command::{decode, encode, Command, ExpireCond, Float, SetCond};
+pub use self::command::{
+    decode, encode, restamp, stamp_of, Command, ExpireCond, Expiry, Float, SetCond, EXPIRY_MAX_MS,
+};
 pub use self::hash::{HashCmd, HashRead};
 pub use self::keyspace::glob_match;
 pub use self::list::{ListCmd, ListRead};
@@ -92,33 +94,32 @@ impl Kv {
         self.store.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The string value of `key`, if it is live at `now_ms` (wall clock) and the replicated
-    /// clock.
+    /// The string value of `key`, if it is live by the replicated clock.
     #[cfg(test)]
-    pub fn get(&self, key: &[u8], now_ms: u64) -> Option<Bytes> {
+    pub fn get(&self, key: &[u8]) -> Option<Bytes> {
         let s = self.lock();
-        s.read_str(key, now_ms).ok().flatten().cloned()
+        s.read_str(key).ok().flatten().cloned()
     }
 
     /// The remaining time to live of `key` in milliseconds: -2 if absent, -1 if no expiry.
     #[cfg(test)]
-    pub fn pttl(&self, key: &[u8], now_ms: u64) -> i64 {
-        match self.read(&TxRead::Ttl(Bytes::copy_from_slice(key), true), now_ms) {
+    pub fn pttl(&self, key: &[u8]) -> i64 {
+        match self.read(&TxRead::Ttl(Bytes::copy_from_slice(key), true)) {
             Reply::Int(n) => n,
             other => panic!("PTTL answered {other:?}"),
         }
     }
 
-    /// Answers a read of the map at `now_ms` (wall clock; the replicated clock too).
-    pub fn read(&self, r: &TxRead, now_ms: u64) -> Reply {
-        self.lock().read(r, now_ms)
+    /// Answers a read of the map, judging expiry by the replicated clock.
+    pub fn read(&self, r: &TxRead) -> Reply {
+        self.lock().read(r)
     }
 
     /// The live keys matching the glob `pattern`, sorted (`KEYS`).
-    pub fn keys(&self, pattern: &[u8], now_ms: u64) -> Vec<Bytes> {
+    pub fn keys(&self, pattern: &[u8]) -> Vec<Bytes> {
         let s = self.lock();
         let mut keys: Vec<Bytes> = s
-            .live_keys(now_ms)
+            .live_keys()
             .map(|(k, _)| k)
             .filter(|k| keyspace::glob_match(pattern, k))
             .cloned()
@@ -135,11 +136,10 @@ impl Kv {
         pattern: Option<&[u8]>,
         count: usize,
         type_name: Option<&str>,
-        now_ms: u64,
     ) -> (u64, Vec<Bytes>) {
         let s = self.lock();
         let (next, mut keys) =
-            keyspace::scan_step(s.live_keys(now_ms).map(|(k, _)| k), cursor, pattern, count);
+            keyspace::scan_step(s.live_keys().map(|(k, _)| k), cursor, pattern, count);
         if let Some(t) = type_name {
             keys.retain(|k| s.map.get(k).is_some_and(|e| e.value.type_name() == t));
         }
@@ -148,16 +148,28 @@ impl Kv {
 
     /// `MEMORY USAGE`: the estimated bytes of `key` if it is live (see `memory`), measuring at
     /// most `samples` elements of a collection (0: all).
-    pub fn memory_usage(&self, key: &[u8], samples: usize, now_ms: u64) -> Option<u64> {
+    pub fn memory_usage(&self, key: &[u8], samples: usize) -> Option<u64> {
         let s = self.lock();
         let (k, _) = s.map.get_key_value(key)?;
-        let entry = s.live(key, now_ms)?;
+        let entry = s.live(key)?;
         Some(memory::usage(k, entry, samples))
     }
 
     /// Live keys.
-    pub fn dbsize(&self, now_ms: u64) -> i64 {
-        self.lock().dbsize(now_ms)
+    pub fn dbsize(&self) -> i64 {
+        self.lock().dbsize()
+    }
+
+    /// The replicated clock (ms since the epoch, 0 before any stamp) and when this replica
+    /// applied the record that set it.
+    pub fn clock(&self) -> (u64, Option<std::time::Instant>) {
+        let s = self.lock();
+        (s.clock_ms, s.clock_seen)
+    }
+
+    /// Whether some key has an expiry (due or not).
+    pub fn has_expiries(&self) -> bool {
+        !self.lock().expiries.is_empty()
     }
 
     /// The offset after the last applied record.
@@ -196,6 +208,7 @@ impl StateMachine for Kv {
         responses: &mut Vec<Bytes>,
     ) -> Result<(), StateMachineError> {
         let mut s = self.lock();
+        let clock_before = s.clock_ms;
         for r in records {
             if r.offset < s.applied {
                 // Already applied in this process: the driver never does this, but replaying a
@@ -219,6 +232,9 @@ impl StateMachine for Kv {
             let reply = s.apply(ts, cmd);
             s.applied = r.offset.next();
             responses.push(reply.to_response());
+        }
+        if s.clock_ms != clock_before {
+            s.clock_seen = Some(std::time::Instant::now());
         }
         Ok(())
     }
