@@ -598,6 +598,13 @@ impl Server {
                 .kv
                 .memory_usage(&key, samples)
                 .map_or(Reply::Nil, |n| Reply::Int(n as i64)),
+            ReadOp::Digest => {
+                let (applied, digest) = self.kv.digest();
+                Reply::Array(vec![
+                    Reply::Int(applied.0 as i64),
+                    Reply::bulk(format!("{digest:016x}")),
+                ])
+            }
             ReadOp::Keys(pattern) => Reply::Array(
                 self.kv
                     .keys(&pattern)

@@ -96,6 +96,9 @@ pub enum ReadOp {
     /// `MEMORY USAGE key [SAMPLES n]`: the key's estimated bytes, measuring at most `n`
     /// elements of a collection (0: all).
     MemoryUsage(Bytes, usize),
+    /// `RAFT DIGEST`: the applied offset and a digest of the state there, after the read
+    /// barrier, to compare replicas.
+    Digest,
 }
 
 impl ReadOp {
@@ -367,6 +370,7 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
         "raft" => match lower(&a[0]).as_str() {
             "status" if a.len() == 1 => Plan::Admin(AdminOp::RaftStatus),
             "describe" if a.len() == 1 => Plan::Admin(AdminOp::RaftDescribe),
+            "digest" if a.len() == 1 => Plan::Read(ReadOp::Digest),
             "transfer" if a.len() == 2 => match std::str::from_utf8(&a[1])
                 .ok()
                 .and_then(|s| s.parse::<u32>().ok())

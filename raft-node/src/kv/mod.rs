@@ -172,6 +172,16 @@ impl Kv {
         !self.lock().expiries.is_empty()
     }
 
+    /// `RAFT DIGEST`: the offset after the last applied record and a digest of the state
+    /// there (see `snapshot::digest`). Replicas at the same offset must have the same digest.
+    pub fn digest(&self) -> (Offset, u64) {
+        let (applied, capture) = {
+            let s = self.lock();
+            (s.applied, snapshot::capture(&s))
+        };
+        (applied, snapshot::digest(&capture))
+    }
+
     /// The offset after the last applied record.
     pub fn applied(&self) -> Offset {
         self.lock().applied

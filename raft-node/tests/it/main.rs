@@ -2,6 +2,7 @@
 //! directories and free ports, spoken to over RESP with a tiny client. Readiness is always
 //! waited for by polling with a deadline.
 
+mod clock;
 mod failover;
 mod harness;
 mod introspection;

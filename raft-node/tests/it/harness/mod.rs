@@ -64,6 +64,8 @@ pub struct Cluster {
     unlisted_observers: bool,
     /// Nodes started with `run --join` instead of a voter list: the client ports they ask.
     join_ports: std::collections::BTreeMap<u32, Vec<u16>>,
+    /// Per-node environment variables (a shifted wall clock, for one).
+    envs: std::collections::BTreeMap<u32, Vec<(String, String)>>,
 }
 
 /// `(client, peer, metrics)` ports for `n` nodes.
@@ -128,6 +130,7 @@ impl Cluster {
             voters,
             unlisted_observers: false,
             join_ports: Default::default(),
+            envs: Default::default(),
         };
         for n in &cluster.nodes {
             std::fs::write(cluster.config_path(n.id), cluster.config_text(n.id)).unwrap();
@@ -234,7 +237,15 @@ impl Cluster {
         format!("{top}\n{s}\n{tables}")
     }
 
-    fn spawn(&self, config: &Path, log: &Path, join: Option<&[u16]>) -> Child {
+    /// Starts node `id` (from its next start on) with the environment variable `key=value`.
+    pub fn set_env(&mut self, id: u32, key: &str, value: &str) {
+        self.envs
+            .entry(id)
+            .or_default()
+            .push((key.to_string(), value.to_string()));
+    }
+
+    fn spawn(&self, id: u32, config: &Path, log: &Path, join: Option<&[u16]>) -> Child {
         let log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -245,6 +256,9 @@ impl Cluster {
         if let Some(ports) = join {
             let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
             cmd.arg("--join").arg(addrs.join(","));
+        }
+        for (k, v) in self.envs.get(&id).into_iter().flatten() {
+            cmd.env(k, v);
         }
         cmd.env("RUST_LOG", "info")
             .stdin(Stdio::null())
@@ -260,7 +274,7 @@ impl Cluster {
             if self.nodes[i].child.is_none() {
                 let id = self.nodes[i].id;
                 let join = self.join_ports.get(&id).map(Vec::as_slice);
-                let child = self.spawn(&self.config_path(id), &self.log_path(id), join);
+                let child = self.spawn(id, &self.config_path(id), &self.log_path(id), join);
                 self.nodes[i].child = Some(child);
             }
         }
@@ -296,7 +310,7 @@ impl Cluster {
         std::fs::write(&config, text).unwrap();
         let log = self.dir.path().join(format!("alt{id}.log"));
         let _ = std::fs::remove_file(&log);
-        let mut child = self.spawn(&config, &log, None);
+        let mut child = self.spawn(id, &config, &log, None);
         let deadline = Instant::now() + DEADLINE;
         let ok = loop {
             if let Some(status) = child.try_wait().unwrap() {
@@ -486,7 +500,7 @@ impl Cluster {
             .expect("known node");
         if self.nodes[i].child.is_none() {
             let join = self.join_ports.get(&id).map(Vec::as_slice);
-            let child = self.spawn(&self.config_path(id), &self.log_path(id), join);
+            let child = self.spawn(id, &self.config_path(id), &self.log_path(id), join);
             self.nodes[i].child = Some(child);
         }
         let port = self.nodes[i].client_port;
