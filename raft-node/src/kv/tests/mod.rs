@@ -3,6 +3,7 @@
 //! the request planner like a client (`Replica`).
 
 mod families;
+mod golden;
 mod replay;
 mod snapshot;
 mod watch;
