@@ -3,23 +3,26 @@
 //!
 //! # Record format
 //!
-//! A data record's payload is `version (u8) | timestamp_ms (varint) | opcode (u8) | fields`,
-//! where byte strings are a varint length and the bytes, integers are zig-zag varints and
-//! floats their 8 bits. This build writes [`command::CMD_VERSION`] 2 and still reads version
-//! 1; an unknown version or opcode stops the replica (the state machine error stops the
-//! driver) instead of letting it diverge from replicas that understand it.
+//! A data record's payload is `version (u8) | stamp | opcode (u8) | fields`, where byte
+//! strings are a varint length and the bytes, integers are zig-zag varints and floats their 8
+//! bits. This build writes [`command::CMD_VERSION`] 3, whose stamp is 8 bytes little-endian
+//! (so the leader overwrites it in place), and still reads versions 1 and 2 (a varint stamp);
+//! an unknown version or opcode stops the replica (the state machine error stops the driver)
+//! instead of letting it diverge from replicas that understand it.
 //!
 //! # Expiry is deterministic
 //!
-//! The node that proposes a write stamps its wall-clock time into the record, and `EX`/`PX`
-//! become an absolute expiry time computed from that stamp before proposing. Every replica keeps
-//! a logical clock: the largest stamp applied so far (it never goes back, even if a new leader's
-//! clock is behind). Applying a record first drops every key whose expiry is at or before the
-//! logical clock, so the map after each record is the same on every replica. Expiry is per key,
+//! The leader stamps every record with its clock when it proposes it (`leader_clock`; bounded
+//! and never going back). Every replica keeps a logical clock: the largest stamp applied so
+//! far. Relative expiries travel as a duration and become `clock + duration` when applied
+//! (version 3; older records carry absolute times computed by their proposer, applied as they
+//! were). Applying a record first drops every key whose expiry is at or before the logical
+//! clock, so the map after each record is the same on every replica. Expiry is per key,
 //! whatever the type of its value.
 //!
-//! Reads may additionally treat a key as gone once the local wall clock passes its expiry (as a
-//! Redis replica does); that changes what a read reports, never the replicated state.
+//! Reads judge expiry by the same logical clock, never by the local wall clock, so replicas
+//! that applied the same records answer alike; the leader's stamp-only ticks move the clock
+//! while keys have an expiry and nothing is written.
 //!
 //! # Versions and WATCH
 //!
