@@ -239,7 +239,7 @@ impl StateMachine for Kv {
                 reason: e.0,
             })?;
             s.offset = r.offset.0;
-            if r.payload[0] >= command::CMD_VERSION && s.exact_from.is_none() {
+            if r.payload[0] >= command::CMD_VERSION_V2 && s.exact_from.is_none() {
                 s.exact_from = Some(r.offset.0);
             }
             let reply = s.apply(ts, cmd);
