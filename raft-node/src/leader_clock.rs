@@ -353,4 +353,46 @@ mod tests {
         let mut fresh = LeaderClock::new(Duration::from_secs(5));
         assert_eq!(fresh.next(at(9_000_000, 0, 0, 0)).stamp, 9_000_000);
     }
+
+    /// Goal: the hook leaves payloads it does not know alone, restamps command records with
+    /// the leader's clock, and counts a clamp when the wall clock runs an hour ahead of the
+    /// replicated clock.
+    #[test]
+    fn the_stamper_restamps_commands_and_counts_clamps() {
+        use raft_core::io::StateMachine;
+        use raft_core::{Epoch, Offset, Record, RecordKind};
+
+        let kv = Arc::new(Kv::new());
+        let clamped = Counter::default();
+        let stamper = Stamper::new(kv.clone(), Duration::from_secs(5), clamped.clone());
+        let other = Bytes::from_static(b"not a command");
+        assert_eq!(stamper.stamp(other.clone()), other);
+        let tick = kv::encode(0, &kv::Command::Tick);
+        let before = now_ms();
+        let stamped = stamper.stamp(tick.clone());
+        let s = kv::stamp_of(&stamped).unwrap();
+        assert!(
+            s >= before && s <= now_ms(),
+            "the wall clock, on a new cluster"
+        );
+        assert_eq!(clamped.get(), 0);
+        // The replicated clock is an hour behind this wall clock (another leader's).
+        let behind = now_ms() - 3_600_000;
+        let rec = Record {
+            offset: Offset(0),
+            epoch: Epoch(1),
+            kind: RecordKind::Data,
+            payload: kv::restamp(&tick, behind).unwrap(),
+        };
+        let mut out = Vec::new();
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(kv.apply(&[rec], &mut out))
+            .unwrap();
+        let stamper = Stamper::new(kv.clone(), Duration::from_secs(5), clamped.clone());
+        let s = kv::stamp_of(&stamper.stamp(tick)).unwrap();
+        assert!(s >= behind + 5_000 && s < behind + 10_000, "{}", s - behind);
+        assert_eq!(clamped.get(), 1);
+    }
 }
