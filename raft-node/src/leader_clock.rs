@@ -395,4 +395,34 @@ mod tests {
         assert!(s >= behind + 5_000 && s < behind + 10_000, "{}", s - behind);
         assert_eq!(clamped.get(), 1);
     }
+
+    /// Goal: `expiry.clock_jump_max_ms` reaches the node's options, 5 s when absent.
+    #[test]
+    fn the_bound_is_configured() {
+        let file = r#"
+            cluster_id = "c1"
+            replica_id = 1
+            data_dir = "d"
+            [tls]
+            ca_cert = "ca.pem"
+            cert = "n.pem"
+            key = "n.key"
+            [[voters]]
+            id = 1
+            peer = "127.0.0.1:7101"
+            client = "127.0.0.1:7001"
+        "#;
+        let cfg = |extra: &str| {
+            crate::config::FileConfig::parse(&format!("{file}{extra}"))
+                .and_then(|f| f.check())
+                .map(|c| c.expiry.clock_jump_max)
+        };
+        assert_eq!(cfg(""), Ok(Duration::from_secs(5)));
+        assert_eq!(
+            cfg("[expiry]\nclock_jump_max_ms = 250\n"),
+            Ok(Duration::from_millis(250))
+        );
+        assert_eq!(cfg("[expiry]\nclock_jump_max_ms = 0\n"), Ok(Duration::ZERO));
+        assert!(cfg("[expiry]\nclock_jump = 1\n").is_err());
+    }
 }
