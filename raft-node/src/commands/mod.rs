@@ -189,7 +189,9 @@ pub enum Plan {
 pub struct Context<'a> {
     /// The `AUTH` password, if any.
     pub requirepass: Option<&'a str>,
-    /// The wall clock, milliseconds since the Unix epoch.
+    /// This node's wall clock, milliseconds since the Unix epoch: only to refuse a relative
+    /// expiry beyond Redis's range, as Redis checks it against its own clock (the record
+    /// carries the duration; its time comes from the leader).
     pub now_ms: u64,
     /// Whether this node serves lease reads (`lease.enabled`).
     pub lease_reads: bool,

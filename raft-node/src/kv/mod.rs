@@ -83,6 +83,11 @@ use crate::resp::Reply;
 #[derive(Default)]
 pub struct Kv {
     store: Mutex<Store>,
+    /// The replicated clock and when this replica applied the record that last moved it
+    /// (local, not replicated: the leader clock's bound counts from it). Kept apart from the
+    /// map's lock, which a long read may hold, because the driver's task reads it for every
+    /// record the leader proposes.
+    clock: Mutex<(u64, Option<std::time::Instant>)>,
 }
 
 impl Kv {
@@ -166,8 +171,13 @@ impl Kv {
     /// The replicated clock (ms since the epoch, 0 before any stamp) and when this replica
     /// applied the record that set it.
     pub fn clock(&self) -> (u64, Option<std::time::Instant>) {
-        let s = self.lock();
-        (s.clock_ms, s.clock_seen)
+        *self.clock.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records that the replicated clock moved to `clock_ms` now.
+    fn publish_clock(&self, clock_ms: u64) {
+        *self.clock.lock().unwrap_or_else(|e| e.into_inner()) =
+            (clock_ms, Some(std::time::Instant::now()));
     }
 
     /// Whether some key has an expiry (due or not).
@@ -247,7 +257,7 @@ impl StateMachine for Kv {
             responses.push(reply.to_response());
         }
         if s.clock_ms != clock_before {
-            s.clock_seen = Some(std::time::Instant::now());
+            self.publish_clock(s.clock_ms);
         }
         Ok(())
     }
@@ -271,7 +281,9 @@ impl StateMachine for Kv {
                     offset: applied,
                     reason: format!("bad snapshot: {}", e.0),
                 })?;
+        let clock = store.clock_ms;
         *self.lock() = store;
+        self.publish_clock(clock);
         Ok(())
     }
 }

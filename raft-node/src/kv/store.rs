@@ -89,9 +89,6 @@ pub(super) struct Store {
     /// versions are exact and alike (a map restored from a version-1 snapshot knows no
     /// versions, one rebuilt from the log knows them all). `None` until then.
     pub(super) exact_from: Option<u64>,
-    /// When this replica applied the record that last moved [`Store::clock_ms`] (local, not
-    /// replicated; the leader clock's bound counts from it).
-    pub(super) clock_seen: Option<std::time::Instant>,
 }
 
 impl Default for Store {
@@ -104,7 +101,6 @@ impl Default for Store {
             offset: 0,
             removed: vec![0; REMOVED_BUCKETS],
             exact_from: None,
-            clock_seen: None,
         }
     }
 }
