@@ -10,13 +10,14 @@
 //!   clamped to that limit: the stamp moves at the monotonic clock's pace, the jump is logged
 //!   (at most every ten seconds) and counted (`raft_clock_jumps_clamped_total`).
 //!
-//! The clamp judges the wall clock against what this replica saw of the replicated clock. After
-//! every replica was down, the last stamp is as old as the outage: the clock resumes from it
-//! at the monotonic pace and stays behind wall time by the outage (every stamp counts as a
-//! clamp, and INFO shows the offset) until the operator raises the bound or sets it to 0.
-//!
-//! [`Ticker`] proposes a record that only carries a stamp (`Command::Tick`) while keys have an
-//! expiry and nothing else was stamped for a while, so expiry advances without writes.
+//! The clamp judges the wall clock against what this replica saw of the replicated clock, so
+//! that clock must stay fresh: [`Ticker`] proposes a record that only carries a stamp
+//! (`Command::Tick`) when nothing else was stamped for [`TICK_EVERY`] while keys have an
+//! expiry (so expiry advances without writes), and for [`IDLE_TICK_EVERY`] otherwise (so a
+//! replica that restarts, or takes over after an election, soon applies a recent stamp). After
+//! every replica was down, though, the last stamp is as old as the outage: the clock resumes
+//! from it at the monotonic pace and stays behind wall time by the outage (every stamp counts as
+//! a clamp, and INFO shows the offset) until the operator raises the bound or sets it to 0.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -32,6 +33,10 @@ use crate::server::now_ms;
 /// How often the ticker checks whether a tick is due, and the longest a key stays visible past
 /// its expiry on an idle cluster (plus a commit).
 pub const TICK_EVERY: Duration = Duration::from_millis(200);
+
+/// The longest the leader goes without stamping a record while no key has an expiry: well
+/// below the default bound, so that a new leader's anchor is never older than it.
+pub const IDLE_TICK_EVERY: Duration = Duration::from_secs(1);
 
 /// One look at the clocks, in milliseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,8 +187,8 @@ impl Stamp for Stamper {
 pub struct Ticker;
 
 impl Ticker {
-    /// Runs until `node` stops: every [`TICK_EVERY`], a tick if this replica leads, keys have
-    /// an expiry and nothing was stamped during the interval.
+    /// Runs until `node` stops: every [`TICK_EVERY`], a tick if this replica leads and stamped
+    /// nothing for [`TICK_EVERY`] while keys have an expiry, or for [`IDLE_TICK_EVERY`].
     pub fn spawn(node: Node, kv: Arc<Kv>, stamper: Arc<Stamper>) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
             let mut every = tokio::time::interval(TICK_EVERY);
@@ -193,10 +198,12 @@ impl Ticker {
                 let Some(status) = node.status().await else {
                     return;
                 };
-                if status.role != Role::Leader
-                    || !kv.has_expiries()
-                    || stamper.since_last_stamp() < TICK_EVERY
-                {
+                let due = if kv.has_expiries() {
+                    TICK_EVERY
+                } else {
+                    IDLE_TICK_EVERY
+                };
+                if status.role != Role::Leader || stamper.since_last_stamp() < due {
                     continue;
                 }
                 // The outcome does not matter: a lost tick is followed by the next one.
