@@ -172,7 +172,7 @@ impl Stamp for Stamper {
                 tracing::warn!(
                     wall_ms = r.wall,
                     stamp_ms = s.stamp,
-                    ahead_ms = r.wall - s.stamp,
+                    ahead_ms = r.wall.saturating_sub(s.stamp),
                     "the wall clock is ahead of the replicated clock by more than \
                      expiry.clock_jump_max_ms: stamping at the bound (counted in \
                      raft_clock_jumps_clamped_total)"
