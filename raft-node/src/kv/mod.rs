@@ -54,6 +54,7 @@ mod snapshot;
 mod store;
 mod strings;
 mod transaction;
+mod wire;
 mod zset;
 
 #[cfg(test)]
