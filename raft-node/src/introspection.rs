@@ -13,7 +13,7 @@ use crate::commands::Conn;
 use crate::config::NodeConfig;
 use crate::kv::glob_match;
 use crate::resp::Reply;
-use crate::server::{now_ms, Server};
+use crate::server::Server;
 
 impl Server {
     pub(crate) fn info(&self, conn: &Conn, st: &Status, sections: &[String]) -> String {
@@ -76,8 +76,17 @@ impl Server {
         if everything {
             s += &self.stats.section();
         }
+        if want("clock") {
+            // The clock expiry is judged by, and how far this node's wall clock is from it
+            // (positive: ahead; on the leader, a large one shows a clamped clock jump).
+            let (clock, _) = self.kv.clock();
+            let offset = crate::server::now_ms() as i64 - clock as i64;
+            s += &format!(
+                "# Clock\r\nreplicated_clock_ms:{clock}\r\nwall_clock_offset_ms:{offset}\r\n\r\n"
+            );
+        }
         if want("keyspace") {
-            s += &format!("# Keyspace\r\ndb0:keys={}\r\n", self.kv.dbsize(now_ms()));
+            s += &format!("# Keyspace\r\ndb0:keys={}\r\n", self.kv.dbsize());
         }
         s
     }

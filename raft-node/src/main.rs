@@ -26,6 +26,7 @@ mod http;
 mod identity;
 mod introspection;
 mod kv;
+mod leader_clock;
 mod membership;
 mod metrics;
 mod multi;

@@ -87,6 +87,9 @@ pub struct NodeMetrics {
     last_campaign_epoch: AtomicU32,
     replicated_in: Counter,
     replicated_out: Counter,
+    /// Stamps this replica issued as leader at the bound instead of its wall clock, which was
+    /// further ahead of the replicated clock than the bound allows (see `leader_clock`).
+    pub clock_jumps_clamped: Counter,
     node: Arc<OnceLock<Node>>,
 }
 
@@ -122,6 +125,7 @@ impl NodeMetrics {
             last_campaign_epoch: AtomicU32::new(0),
             replicated_in: Counter::default(),
             replicated_out: Counter::default(),
+            clock_jumps_clamped: Counter::default(),
             registry: Registry::default(),
             node: node.clone(),
         };
@@ -221,6 +225,11 @@ impl NodeMetrics {
             "Record payload bytes this replica served in fetch responses",
             Unit::Bytes,
             m.replicated_out.clone(),
+        );
+        r.register(
+            "clock_jumps_clamped",
+            "Records this replica stamped as leader at the clock bound because its wall clock ran ahead of it",
+            m.clock_jumps_clamped.clone(),
         );
         r.register_collector(Box::new(Sources { node, transport }));
         NodeMetrics { registry, ..m }

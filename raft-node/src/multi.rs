@@ -13,7 +13,7 @@
 use bytes::Bytes;
 
 use crate::commands::{self, Conn, Context, Plan, ReadOp};
-use crate::kv::{Command, TxOp};
+use crate::kv::{Command, TxOp, TxRead};
 use crate::resp::Reply;
 
 /// Commands that act on the connection or the node rather than the data: not queued.
@@ -90,6 +90,14 @@ fn queue(conn: &mut Conn, ctx: &Context<'_>, name: &str, args: &[Bytes]) -> Plan
                 "Command '{name}' is not allowed inside a transaction"
             )),
         );
+    }
+    // `TIME` answers the time of the EXEC record (its clock, the same on every replica), not
+    // the time it was queued.
+    if name == "time" && args.len() == 1 {
+        if let Some(q) = conn.multi.as_mut() {
+            q.push(TxOp::Read(TxRead::Time));
+        }
+        return Plan::Reply(Reply::Simple("QUEUED".into()));
     }
     let op = match commands::plan(conn, ctx, args) {
         Plan::Write(cmd) => TxOp::Write(cmd),

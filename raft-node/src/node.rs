@@ -14,6 +14,7 @@ use crate::config::{ConfigError, NodeConfig, StorageKind};
 use crate::http::{self, HttpHandle};
 use crate::identity::{self, IdentityError};
 use crate::kv::Kv;
+use crate::leader_clock::{Stamper, Ticker};
 use crate::metrics::{NodeMetrics, Scrape, TimedLog, TimedTransport};
 use crate::server::{Server, ServerHandle};
 
@@ -257,7 +258,13 @@ pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
     let transport_handle = transport.clone();
     let metrics = Arc::new(NodeMetrics::new(Some(transport.clone())));
     let kv = Arc::new(Kv::new());
+    let stamper = Arc::new(Stamper::new(
+        kv.clone(),
+        cfg.expiry.clock_jump_max,
+        metrics.clock_jumps_clamped.clone(),
+    ));
     let options = DriverOptions {
+        stamp: Some(stamper.clone()),
         seed: seed(cfg.id),
         shutdown_timeout: cfg.timers.shutdown_timeout,
         // A forwarded write waits for the leader as long as a client waits for a write.
@@ -276,6 +283,7 @@ pub async fn start(cfg: NodeConfig) -> Result<Running, StartError> {
         .map_err(|e| StartError::Driver(e.to_string()))?;
     metrics.attach(node.clone());
     warn_if_voters_differ(&cfg, &node).await;
+    Ticker::spawn(node.clone(), kv.clone(), stamper.clone());
     let id = cfg.id;
     let metrics_addr = metrics_listener.as_ref().map(|l| {
         l.local_addr()

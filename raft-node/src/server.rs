@@ -464,8 +464,9 @@ impl Server {
         out: &mut BytesMut,
     ) {
         let started = std::time::Instant::now();
-        let ts = now_ms();
-        let payloads: Vec<Bytes> = cmds.iter().map(|c| kv::encode(ts, c)).collect();
+        // Stamped 0: the leader stamps every record with its clock when it proposes it (see
+        // `kv::LeaderClock`), so a follower's clock never reaches the replicated one.
+        let payloads: Vec<Bytes> = cmds.iter().map(|c| kv::encode(0, c)).collect();
         let timeout = self.cfg.timers.write_timeout;
         let deadline = tokio::time::Instant::now() + timeout;
         let mut backoff = Duration::from_millis(10);
@@ -589,18 +590,24 @@ impl Server {
     }
 
     fn read(&self, op: ReadOp) -> Reply {
-        let now = now_ms();
         if let Some(read) = op.as_tx() {
-            return self.kv.read(&read, now);
+            return self.kv.read(&read);
         }
         match op {
             ReadOp::MemoryUsage(key, samples) => self
                 .kv
-                .memory_usage(&key, samples, now)
+                .memory_usage(&key, samples)
                 .map_or(Reply::Nil, |n| Reply::Int(n as i64)),
+            ReadOp::Digest => {
+                let (applied, digest) = self.kv.digest();
+                Reply::Array(vec![
+                    Reply::Int(applied.0 as i64),
+                    Reply::bulk(format!("{digest:016x}")),
+                ])
+            }
             ReadOp::Keys(pattern) => Reply::Array(
                 self.kv
-                    .keys(&pattern, now)
+                    .keys(&pattern)
                     .into_iter()
                     .map(Reply::Bulk)
                     .collect(),
@@ -613,7 +620,7 @@ impl Server {
             } => {
                 let (next, keys) =
                     self.kv
-                        .scan(cursor, pattern.as_deref(), count, type_name.as_deref(), now);
+                        .scan(cursor, pattern.as_deref(), count, type_name.as_deref());
                 Reply::Array(vec![
                     Reply::bulk(next.to_string()),
                     Reply::Array(keys.into_iter().map(Reply::Bulk).collect()),

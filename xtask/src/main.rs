@@ -147,18 +147,20 @@ fn ci() -> Result<(), String> {
     )?;
     // The examples a library user starts from, run to completion (each bounds its own waits),
     // with the test step's features so that the build is reused.
-    run(
-        "example counter",
-        cargo().args([
-            "run",
-            "-p",
-            "raft-core",
-            "--example",
-            "counter",
-            "--all-features",
-            "--locked",
-        ]),
-    )?;
+    for example in ["counter", "lock_service"] {
+        run(
+            &format!("example {example}"),
+            cargo().args([
+                "run",
+                "-p",
+                "raft-core",
+                "--example",
+                example,
+                "--all-features",
+                "--locked",
+            ]),
+        )?;
+    }
     // Every decoder a peer, a client or a disk reaches: corpus replay, short libFuzzer runs.
     fuzz::smoke()?;
     // A fixed shard of the protocol layer's mutants (one in a hundred, about ten), each of which

@@ -82,8 +82,8 @@ impl Node {
     /// # async fn demo(node: raft_core::driver::Node) {
     /// let mut state = node.watch();
     /// // Wait until some replica leads (or the replica stops: then `wait_for` fails).
-    /// if let Ok(s) = state.wait_for(|s| s.leader.is_some()).await {
-    ///     println!("r{} leads epoch {}", s.leader.unwrap(), s.epoch);
+    /// if let Ok(s) = state.wait_for(|s| s.leader.is_some()).await.map(|s| s.clone()) {
+    ///     println!("{} leads epoch {}", s.leader.unwrap(), s.epoch);
     /// }
     /// # }
     /// ```

@@ -26,6 +26,7 @@ mod reachability;
 mod replica_task;
 mod session;
 mod snapshot_writer;
+mod stamp;
 mod supervise;
 mod tail_cache;
 mod task_messages;
@@ -39,6 +40,7 @@ pub use membership::VoterChangeError;
 pub use outcome::{Committed, Uncertain, WriteError};
 pub use progress::{Progress, ProgressPacing};
 pub use session::WriteSession;
+pub use stamp::Stamp;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,6 +81,9 @@ pub struct DriverOptions {
     pub forward_timeout: Duration,
     /// When progress lines of log replays and snapshot restores are written.
     pub progress: ProgressPacing,
+    /// Rewrites each data payload this replica proposes as leader (see [`Stamp`]); `None`
+    /// proposes payloads as they came.
+    pub stamp: Option<Arc<dyn Stamp>>,
     /// Test-only fault switch (negative control for the outcome contract): a forward that
     /// fails after it may have reached the leader is reported as refused, as an early version
     /// did. The driver simulator must catch it.
@@ -100,6 +105,7 @@ impl Default for DriverOptions {
             shutdown_timeout: Duration::from_secs(2),
             forward_timeout: Duration::from_secs(10),
             progress: ProgressPacing::default(),
+            stamp: None,
             test_forward_failure_refuses: false,
             test_ignore_write_sessions: false,
         }

@@ -268,6 +268,12 @@ impl ReplicaTask {
                 let _ = reply.send(Err(WriteError::Refused(Clone::clone(e))));
                 continue;
             }
+            // The one place a leader's payloads enter the log, local and forwarded alike.
+            // A follower refuses it below and forwards the original: the leader stamps it.
+            let payload = match &self.options.stamp {
+                Some(s) if self.replica.role() == crate::Role::Leader => s.stamp(payload),
+                _ => payload,
+            };
             match self.replica.propose(now, payload, &mut self.out) {
                 Ok(id) => {
                     proposed_any = true;

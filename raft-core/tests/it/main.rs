@@ -25,6 +25,7 @@ mod driver_outcomes;
 mod driver_panics;
 mod driver_sim;
 mod driver_snapshots;
+mod driver_stamp;
 mod election;
 mod liveness_checks;
 mod membership;

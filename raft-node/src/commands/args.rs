@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use super::{lower, not_integer, read, scan_args, syntax, wrong_args, Context, Plan, ReadOp};
-use crate::kv::{parse_i64, Command, ExpireCond, SetCond, TxRead};
+use crate::kv::{parse_i64, Command, ExpireCond, Expiry, SetCond, TxRead, EXPIRY_MAX_MS};
 use crate::resp::Reply;
 
 pub(super) fn set(ctx: &Context<'_>, a: &[Bytes]) -> Plan {
@@ -14,7 +14,7 @@ pub(super) fn set(ctx: &Context<'_>, a: &[Bytes]) -> Plan {
     let (key, value) = (key.clone(), value.clone());
     let mut cond = SetCond::Always;
     let mut get = false;
-    let mut expire_at_ms = None;
+    let mut expiry = None;
     let mut keep_ttl = false;
     let mut i = 2;
     while i < a.len() {
@@ -23,16 +23,16 @@ pub(super) fn set(ctx: &Context<'_>, a: &[Bytes]) -> Plan {
             "nx" if cond == SetCond::Always => cond = SetCond::IfAbsent,
             "xx" if cond == SetCond::Always => cond = SetCond::IfPresent,
             "get" if !get => get = true,
-            "keepttl" if expire_at_ms.is_none() && !keep_ttl => keep_ttl = true,
-            "ex" | "px" | "exat" | "pxat" if expire_at_ms.is_none() && !keep_ttl => {
+            "keepttl" if expiry.is_none() && !keep_ttl => keep_ttl = true,
+            "ex" | "px" | "exat" | "pxat" if expiry.is_none() && !keep_ttl => {
                 let Some(arg) = a.get(i + 1) else {
                     return Plan::Reply(syntax());
                 };
                 let Some(n) = parse_i64(arg) else {
                     return Plan::Reply(not_integer());
                 };
-                match expiry(&opt, n, ctx.now_ms) {
-                    Some(at) => expire_at_ms = Some(at),
+                match option_expiry(&opt, n, ctx.now_ms) {
+                    Some(e) => expiry = Some(e),
                     None => return Plan::Reply(Reply::err("invalid expire time in 'set' command")),
                 }
                 i += 1;
@@ -46,7 +46,7 @@ pub(super) fn set(ctx: &Context<'_>, a: &[Bytes]) -> Plan {
         value,
         cond,
         get,
-        expire_at_ms,
+        expiry,
         keep_ttl,
     })
 }
@@ -65,10 +65,10 @@ pub(super) fn scan(a: &[Bytes]) -> Plan {
 }
 
 /// `GETEX key [EX s|PX ms|EXAT s|PXAT ms|PERSIST]`: a plain read without an option, else a
-/// write with the absolute expiry stamped here.
+/// write carrying the expiry (relative for `EX`/`PX`, see [`option_expiry`]).
 pub(super) fn getex(ctx: &Context<'_>, a: &[Bytes]) -> Plan {
     let key = a[0].clone();
-    let at_ms = match &a[1..] {
+    let expiry = match &a[1..] {
         [] => return read(TxRead::Get(key)),
         [opt] if lower(opt) == "persist" => None,
         [opt, n] => {
@@ -79,19 +79,20 @@ pub(super) fn getex(ctx: &Context<'_>, a: &[Bytes]) -> Plan {
             let Some(n) = parse_i64(n) else {
                 return Plan::Reply(not_integer());
             };
-            match expiry(&opt, n, ctx.now_ms) {
-                Some(at) => Some(at),
+            match option_expiry(&opt, n, ctx.now_ms) {
+                Some(e) => Some(e),
                 None => return Plan::Reply(Reply::err("invalid expire time in 'getex' command")),
             }
         }
         _ => return Plan::Reply(syntax()),
     };
-    Plan::Write(Command::GetEx { key, at_ms })
+    Plan::Write(Command::GetEx { key, expiry })
 }
 
 /// `EXPIRE key seconds [NX|XX|GT|LT]` and its millisecond and absolute-time forms. A time in
-/// the past deletes the key when applied; one beyond what a `u64` of milliseconds holds is
-/// refused, as Redis refuses it.
+/// the past (a relative one not positive, an absolute one before the epoch) deletes the key
+/// when applied; one beyond Redis's range (a signed 64-bit count of milliseconds, for a
+/// relative time counted from this node's clock) is refused with Redis's error.
 pub(super) fn expire(ctx: &Context<'_>, name: &str, a: &[Bytes]) -> Plan {
     let Some(n) = parse_i64(&a[1]) else {
         return Plan::Reply(not_integer());
@@ -117,36 +118,69 @@ pub(super) fn expire(ctx: &Context<'_>, name: &str, a: &[Bytes]) -> Plan {
         }
         cond = next;
     }
-    let n = i128::from(n);
-    let at = match name {
-        "expire" => i128::from(ctx.now_ms) + n * 1000,
-        "pexpire" => i128::from(ctx.now_ms) + n,
-        "expireat" => n * 1000,
-        _ => n,
-    };
-    let Ok(at_ms) = u64::try_from(at.max(0)) else {
-        return Plan::Reply(Reply::err(format!(
+    let invalid = || {
+        Plan::Reply(Reply::err(format!(
             "invalid expire time in '{name}' command"
-        )));
+        )))
+    };
+    let ms = if matches!(name, "expire" | "expireat") {
+        match n.checked_mul(1000) {
+            Some(ms) => ms,
+            None => return invalid(),
+        }
+    } else {
+        n
+    };
+    let relative = matches!(name, "expire" | "pexpire");
+    // Redis adds its clock to a relative time and refuses a sum past the signed range.
+    let base = if relative {
+        ctx.now_ms.min(EXPIRY_MAX_MS)
+    } else {
+        0
+    };
+    if ms > 0 && ms as u64 > EXPIRY_MAX_MS - base {
+        return invalid();
+    }
+    let expiry = match (relative, u64::try_from(ms)) {
+        (true, Ok(ms)) if ms > 0 => Expiry::In(ms),
+        (false, Ok(ms)) => Expiry::At(ms),
+        // Already past: applied as the epoch, which deletes the key (and compares as Redis's
+        // past time does for GT and LT against a live key's expiry).
+        _ => Expiry::At(0),
     };
     Plan::Write(Command::Expire {
         key: a[0].clone(),
-        at_ms: Some(at_ms),
+        expiry: Some(expiry),
         cond,
     })
 }
 
-/// The absolute expiry of an `EX`/`PX`/`EXAT`/`PXAT` option, stamped here on the proposing
-/// node so that every replica applies the same time.
-pub(super) fn expiry(opt: &str, n: i64, now_ms: u64) -> Option<u64> {
+/// The expiry of an `EX`/`PX`/`EXAT`/`PXAT` option: `EX` and `PX` relative (every replica
+/// counts them from the record's clock, so the proposer's clock does not matter), the others
+/// absolute. `None` where Redis answers "invalid expire time": not positive, or past Redis's
+/// range of a signed 64-bit count of milliseconds (a relative one counted from this node's
+/// clock `now_ms`, as Redis counts it from its own).
+pub(super) fn option_expiry(opt: &str, n: i64, now_ms: u64) -> Option<Expiry> {
     if n <= 0 {
         return None;
     }
     let n = n as u64;
-    match opt {
-        "ex" => n.checked_mul(1000)?.checked_add(now_ms),
-        "px" => n.checked_add(now_ms),
-        "exat" => n.checked_mul(1000),
-        _ => Some(n),
+    let ms = match opt {
+        "ex" | "exat" => n.checked_mul(1000)?,
+        _ => n,
+    };
+    let relative = matches!(opt, "ex" | "px");
+    let base = if relative {
+        now_ms.min(EXPIRY_MAX_MS)
+    } else {
+        0
+    };
+    if ms > EXPIRY_MAX_MS - base {
+        return None;
     }
+    Some(if relative {
+        Expiry::In(ms)
+    } else {
+        Expiry::At(ms)
+    })
 }

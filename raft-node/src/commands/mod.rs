@@ -24,7 +24,7 @@ mod table;
 mod tests;
 mod zset;
 
-use self::args::{expire, expiry, getex, scan, set};
+use self::args::{expire, getex, option_expiry, scan, set};
 pub use self::table::command_names;
 use self::table::{command, config, lookup};
 
@@ -96,6 +96,9 @@ pub enum ReadOp {
     /// `MEMORY USAGE key [SAMPLES n]`: the key's estimated bytes, measuring at most `n`
     /// elements of a collection (0: all).
     MemoryUsage(Bytes, usize),
+    /// `RAFT DIGEST`: the applied offset and a digest of the state there, after the read
+    /// barrier, to compare replicas.
+    Digest,
 }
 
 impl ReadOp {
@@ -186,7 +189,9 @@ pub enum Plan {
 pub struct Context<'a> {
     /// The `AUTH` password, if any.
     pub requirepass: Option<&'a str>,
-    /// The wall clock, milliseconds since the Unix epoch.
+    /// This node's wall clock, milliseconds since the Unix epoch: only to refuse a relative
+    /// expiry beyond Redis's range, as Redis checks it against its own clock (the record
+    /// carries the duration; its time comes from the leader).
     pub now_ms: u64,
     /// Whether this node serves lease reads (`lease.enabled`).
     pub lease_reads: bool,
@@ -367,6 +372,7 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
         "raft" => match lower(&a[0]).as_str() {
             "status" if a.len() == 1 => Plan::Admin(AdminOp::RaftStatus),
             "describe" if a.len() == 1 => Plan::Admin(AdminOp::RaftDescribe),
+            "digest" if a.len() == 1 => Plan::Read(ReadOp::Digest),
             "transfer" if a.len() == 2 => match std::str::from_utf8(&a[1])
                 .ok()
                 .and_then(|s| s.parse::<u32>().ok())
@@ -454,7 +460,7 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
             value: a[1].clone(),
             cond: SetCond::Always,
             get: true,
-            expire_at_ms: None,
+            expiry: None,
             keep_ttl: false,
         }),
         "setex" | "psetex" => {
@@ -462,13 +468,13 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
                 return Plan::Reply(not_integer());
             };
             let unit = if name == "setex" { "ex" } else { "px" };
-            match expiry(unit, n, ctx.now_ms) {
-                Some(at) => Plan::Write(Command::Set {
+            match option_expiry(unit, n, ctx.now_ms) {
+                Some(e) => Plan::Write(Command::Set {
                     key: a[0].clone(),
                     value: a[2].clone(),
                     cond: SetCond::Always,
                     get: false,
-                    expire_at_ms: Some(at),
+                    expiry: Some(e),
                     keep_ttl: false,
                 }),
                 None => Plan::Reply(Reply::err(format!(
@@ -495,7 +501,7 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
         "expire" | "pexpire" | "expireat" | "pexpireat" => expire(ctx, &name, a),
         "persist" => Plan::Write(Command::Expire {
             key: a[0].clone(),
-            at_ms: None,
+            expiry: None,
             cond: ExpireCond::Always,
         }),
         "del" => Plan::Write(Command::Del { keys: a.to_vec() }),

@@ -1,6 +1,7 @@
 //! Tests of request planning.
 
 use super::*;
+use crate::kv::Expiry;
 
 fn run(conn: &mut Conn, pass: Option<&str>, line: &str) -> Plan {
     let args: Vec<Bytes> = line
@@ -35,19 +36,58 @@ fn reply(p: Plan) -> Reply {
     }
 }
 
+/// Goal: `EX`/`PX` travel as a duration (every replica counts it from the record's clock),
+/// `EXAT`/`PXAT` as a time; times beyond Redis's range are refused with Redis's error (W12).
 #[test]
-fn set_options_become_an_absolute_expiry() {
+fn set_options_become_an_expiry() {
     let mut c = conn(true);
+    let mut expiry = |line: &str| match run(&mut c, None, line) {
+        Plan::Write(Command::Set { expiry, .. }) => Ok(expiry),
+        Plan::Reply(r) => Err(r),
+        other => panic!("{line}: {other:?}"),
+    };
+    assert_eq!(expiry("SET k v EX 10"), Ok(Some(Expiry::In(10_000))));
+    assert_eq!(expiry("SET k v PX 10"), Ok(Some(Expiry::In(10))));
+    assert_eq!(expiry("SET k v EXAT 10"), Ok(Some(Expiry::At(10_000))));
+    assert_eq!(expiry("SET k v PXAT 10"), Ok(Some(Expiry::At(10))));
+    assert_eq!(expiry("SETEX k 10 v"), Ok(Some(Expiry::In(10_000))));
+    let max = i64::MAX;
+    assert_eq!(
+        expiry(&format!("SET k v PXAT {max}")),
+        Ok(Some(Expiry::At(max as u64)))
+    );
+    let invalid = |name: &str| {
+        Err(Reply::err(format!(
+            "invalid expire time in '{name}' command"
+        )))
+    };
+    for line in [
+        format!("SET k v EXAT {}", max / 1000 + 1),
+        format!("SET k v EX {}", max / 1000),
+        format!("SET k v PX {max}"),
+        format!("SET k v PX {}", max - 999),
+        "SET k v PX 0".to_string(),
+        "SET k v PXAT -1".to_string(),
+    ] {
+        assert_eq!(expiry(&line), invalid("set"), "{line}");
+    }
+    assert_eq!(
+        expiry(&format!("SET k v PX {}", max - 1_000)),
+        Ok(Some(Expiry::In(max as u64 - 1_000)))
+    );
+    assert_eq!(expiry(&format!("PSETEX k {max} v")), invalid("psetex"));
+    match run(&mut c, None, &format!("GETEX k EXAT {}", max / 1000 + 1)) {
+        Plan::Reply(r) => assert_eq!(Err(r), invalid("getex")),
+        other => panic!("{other:?}"),
+    }
+    match run(&mut c, None, "GETEX k PX 5") {
+        Plan::Write(Command::GetEx { expiry, .. }) => assert_eq!(expiry, Some(Expiry::In(5))),
+        other => panic!("{other:?}"),
+    }
     match run(&mut c, None, "SET k v NX GET EX 10") {
-        Plan::Write(Command::Set {
-            cond,
-            get,
-            expire_at_ms,
-            ..
-        }) => {
+        Plan::Write(Command::Set { cond, get, .. }) => {
             assert_eq!(cond, SetCond::IfAbsent);
             assert!(get);
-            assert_eq!(expire_at_ms, Some(11_000));
         }
         other => panic!("{other:?}"),
     }
@@ -66,24 +106,55 @@ fn set_options_become_an_absolute_expiry() {
     assert_eq!(reply(run(&mut c, None, "SET k v EX x")), not_integer());
 }
 
+/// Goal: relative forms travel as a duration, absolute ones as a time, a past time as the
+/// epoch (it deletes the key on apply), and times beyond Redis's range are refused (W12).
 #[test]
-fn expire_family_becomes_an_absolute_expiry() {
+fn expire_family_becomes_an_expiry() {
     let mut c = conn(true);
     let mut at = |line: &str| match run(&mut c, None, line) {
-        Plan::Write(Command::Expire { at_ms, cond, .. }) => (at_ms, cond),
+        Plan::Write(Command::Expire { expiry, cond, .. }) => (expiry, cond),
         other => panic!("{line}: {other:?}"),
     };
-    // `run` plans at now_ms = 1_000.
-    assert_eq!(at("EXPIRE k 10"), (Some(11_000), ExpireCond::Always));
-    assert_eq!(at("PEXPIRE k 10 gt"), (Some(1_010), ExpireCond::IfLater));
-    assert_eq!(at("EXPIREAT k 7 NX"), (Some(7_000), ExpireCond::IfNone));
-    assert_eq!(at("PEXPIREAT k 7 xx xx"), (Some(7), ExpireCond::IfSome));
+    assert_eq!(
+        at("EXPIRE k 10"),
+        (Some(Expiry::In(10_000)), ExpireCond::Always)
+    );
+    assert_eq!(
+        at("PEXPIRE k 10 gt"),
+        (Some(Expiry::In(10)), ExpireCond::IfLater)
+    );
+    assert_eq!(
+        at("EXPIREAT k 7 NX"),
+        (Some(Expiry::At(7_000)), ExpireCond::IfNone)
+    );
+    assert_eq!(
+        at("PEXPIREAT k 7 xx xx"),
+        (Some(Expiry::At(7)), ExpireCond::IfSome)
+    );
     assert_eq!(
         at("EXPIRE k -5"),
-        (Some(0), ExpireCond::Always),
+        (Some(Expiry::At(0)), ExpireCond::Always),
         "in the past"
     );
+    assert_eq!(at("PEXPIRE k 0").0, Some(Expiry::At(0)));
+    assert_eq!(at("EXPIREAT k -5").0, Some(Expiry::At(0)));
     assert_eq!(at("PERSIST k"), (None, ExpireCond::Always));
+    let max = i64::MAX;
+    assert_eq!(
+        at(&format!("PEXPIREAT k {max}")).0,
+        Some(Expiry::At(max as u64))
+    );
+    for (line, name) in [
+        (format!("EXPIREAT k {}", max / 1000 + 1), "expireat"),
+        (format!("EXPIRE k {}", max / 1000 + 1), "expire"),
+        (format!("PEXPIRE k {max}"), "pexpire"),
+    ] {
+        assert_eq!(
+            reply(run(&mut c, None, &line)),
+            Reply::err(format!("invalid expire time in '{name}' command")),
+            "{line}"
+        );
+    }
     assert_eq!(reply(run(&mut c, None, "EXPIRE k ten")), not_integer());
     assert!(matches!(
         reply(run(&mut c, None, "EXPIRE k 1 NX GT")),

@@ -12,8 +12,8 @@ use super::file::{
     ClientSection, FileConfig, LeaseSection, PeerEntry, SnapshotSection, TimersSection,
 };
 use super::{
-    bad, ClientOptions, ClientTls, ConfigError, LeaseOptions, NodeConfig, PeerAddrs, ReadMode,
-    SnapshotOptions, StorageKind, Timers, TlsPaths,
+    bad, ClientOptions, ClientTls, ConfigError, ExpiryOptions, LeaseOptions, NodeConfig, PeerAddrs,
+    ReadMode, SnapshotOptions, StorageKind, Timers, TlsPaths,
 };
 use crate::resp::Limits;
 
@@ -117,6 +117,12 @@ impl FileConfig {
             timers: self.timers.check()?,
             snapshot: self.snapshot.check()?,
             lease: self.lease.check()?,
+            expiry: ExpiryOptions {
+                clock_jump_max: self
+                    .expiry
+                    .clock_jump_max_ms
+                    .map_or(ExpiryOptions::CLOCK_JUMP_MAX_DEFAULT, Duration::from_millis),
+            },
             client: self.client.check(|p| self.path(p))?,
         };
         if cfg.client.read_mode == ReadMode::Lease && !cfg.lease.enabled {

@@ -31,6 +31,8 @@ pub struct FileConfig {
     #[serde(default)]
     pub(super) lease: LeaseSection,
     #[serde(default)]
+    pub(super) expiry: ExpirySection,
+    #[serde(default)]
     pub(super) client: ClientSection,
     /// The directory relative paths in the file are resolved against.
     #[serde(skip)]
@@ -182,4 +184,10 @@ fn line_of(text: &str, offset: usize) -> usize {
         .filter(|&&b| b == b'\n')
         .count()
         + 1
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ExpirySection {
+    pub(super) clock_jump_max_ms: Option<u64>,
 }

@@ -49,6 +49,9 @@
 //! enabled = false
 //! drift_margin_ms = 200       # below timers.fetch_timeout_ms; see "Leases and clocks"
 //!
+//! [expiry]                    # optional
+//! clock_jump_max_ms = 5000    # how far a leader's stamp may run ahead (0: no bound)
+//!
 //! [client]                    # all optional
 //! requirepass = "secret"
 //! read_mode = "linearizable"  # or "lease" (needs lease.enabled), "sequential"
@@ -256,6 +259,19 @@ pub struct LeaseOptions {
     pub drift_margin: Duration,
 }
 
+/// The leader's clock (see `leader_clock`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpiryOptions {
+    /// How far ahead of the replicated clock, beyond the time elapsed since it was seen, the
+    /// leader may stamp a record (zero: no bound).
+    pub clock_jump_max: Duration,
+}
+
+impl ExpiryOptions {
+    /// The default of `expiry.clock_jump_max_ms`.
+    pub const CLOCK_JUMP_MAX_DEFAULT: Duration = Duration::from_secs(5);
+}
+
 /// TLS on the client port.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientTls {
@@ -313,6 +329,8 @@ pub struct NodeConfig {
     pub snapshot: SnapshotOptions,
     /// Lease reads.
     pub lease: LeaseOptions,
+    /// The leader's clock.
+    pub expiry: ExpiryOptions,
     /// Client options.
     pub client: ClientOptions,
 }

@@ -8,15 +8,40 @@ use super::hash::HashCmd;
 use super::list::ListCmd;
 use super::set::SetCmd;
 use super::transaction::{put_ops, read_ops, TxOp};
+pub use super::wire::DecodeError;
+pub(super) use super::wire::{
+    put_bytes, put_f64, put_i64, put_keys, put_opt_u64, put_pairs, put_varint, unzigzag, zigzag,
+    Reader,
+};
 use super::zset::ZSetCmd;
 
 /// The version byte of every command record written by this build.
+///
+/// Version 3 puts the stamp in a fixed-width field (8 bytes, little-endian, right after the
+/// version byte), so the leader can overwrite it in place ([`restamp`]); carries relative
+/// expiries (`EX`, `PX`, `EXPIRE`, `PEXPIRE`, `GETEX EX|PX`) as a duration that every replica
+/// adds to the record's clock when it applies it (see [`Expiry`]); and adds [`Command::Tick`]
+/// and `TIME` inside a transaction. Records of versions 1 and 2 still decode, with every
+/// expiry absolute, and apply exactly as they did.
+///
+/// # The rule
+///
+/// Everything computed at apply time that shapes the state or a reply (expiry, the text of
+/// floats written by `INCRBYFLOAT`/`HINCRBYFLOAT`/`ZINCRBY`, `SPOP`'s choice, the order of
+/// fields after deletions, glob matching inside `EXEC`) must come out the same on every build
+/// that reads the same records: replicas of different builds apply the same log during a
+/// rolling upgrade. A change to any of them needs a new version, applied only to records of
+/// that version, with the old behaviour kept for older records. The golden tests in
+/// `kv::tests::golden` and the replay of `tests/data/v2-log.bin` fail when one changes.
 ///
 /// Version 2 adds the typed families, `RENAME`, `FLUSHALL`, `GETEX`, `INCRBYFLOAT` and watched
 /// transactions; a version-1 record (opcodes up to [`OP_MSETNX`]) still decodes to the same
 /// command. The first version-2 record a replica applies also marks where its key versions are
 /// exact on every replica (see `Store::exact_from`).
-pub const CMD_VERSION: u8 = 2;
+pub const CMD_VERSION: u8 = 3;
+
+/// The previous version, still read: a varint stamp and absolute expiries.
+pub const CMD_VERSION_V2: u8 = 2;
 
 /// The first version, still read: records written before the typed families.
 pub const CMD_VERSION_V1: u8 = 1;
@@ -61,6 +86,32 @@ pub enum ExpireCond {
     IfEarlier,
 }
 
+/// When a key expires, as a record carries it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expiry {
+    /// At this time, milliseconds since the Unix epoch (`EXAT`, `PXAT`, `EXPIREAT`,
+    /// `PEXPIREAT`; and every expiry of a version-1 or version-2 record, which the proposer
+    /// computed from its own clock).
+    At(u64),
+    /// This many milliseconds after the record's clock (the replicated clock once the record's
+    /// stamp is applied), computed on every replica when the record is applied: `EX`, `PX`,
+    /// `EXPIRE`, `PEXPIRE`. A relative expiry can never be past when it is applied.
+    In(u64),
+}
+
+/// The largest expiry time kept, in milliseconds: Redis's range (a signed 64-bit count).
+pub const EXPIRY_MAX_MS: u64 = i64::MAX as u64;
+
+impl Expiry {
+    /// The absolute time of this expiry for a record applied at `clock_ms`.
+    pub fn at(self, clock_ms: u64) -> u64 {
+        match self {
+            Expiry::At(t) => t,
+            Expiry::In(d) => clock_ms.saturating_add(d).min(EXPIRY_MAX_MS),
+        }
+    }
+}
+
 /// A write, as proposed and replicated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
@@ -74,8 +125,8 @@ pub enum Command {
         cond: SetCond,
         /// Reply with the old value.
         get: bool,
-        /// Absolute expiry in milliseconds since the Unix epoch.
-        expire_at_ms: Option<u64>,
+        /// The new expiry (`None`: none, or the current one with `keep_ttl`).
+        expiry: Option<Expiry>,
         /// Keep the key's current expiry.
         keep_ttl: bool,
     },
@@ -116,8 +167,8 @@ pub enum Command {
     Expire {
         /// The key.
         key: Bytes,
-        /// Absolute expiry in milliseconds since the Unix epoch; `None` removes it.
-        at_ms: Option<u64>,
+        /// The new expiry; `None` removes it.
+        expiry: Option<Expiry>,
         /// NX / XX / GT / LT.
         cond: ExpireCond,
     },
@@ -170,8 +221,8 @@ pub enum Command {
     GetEx {
         /// The key.
         key: Bytes,
-        /// Absolute expiry in milliseconds since the Unix epoch; `None` is `PERSIST`.
-        at_ms: Option<u64>,
+        /// The new expiry; `None` is `PERSIST`.
+        expiry: Option<Expiry>,
     },
     /// `INCRBYFLOAT key delta`.
     IncrByFloat {
@@ -180,6 +231,9 @@ pub enum Command {
         /// The amount added (finite).
         delta: Float,
     },
+    /// No change but the clock: the leader proposes one now and then while keys have an
+    /// expiry, so that expiry advances on every replica without writes (version 3 only).
+    Tick,
 }
 
 const OP_SET: u8 = 1;
@@ -203,6 +257,9 @@ const OP_FLUSH: u8 = 17;
 const OP_GETEX: u8 = 18;
 const OP_INCRBYFLOAT: u8 = 19;
 const OP_EXEC_WATCH: u8 = 20;
+/// The last opcode of version 2.
+const OP_LAST_V2: u8 = OP_EXEC_WATCH;
+const OP_TICK: u8 = 21;
 
 const SET_NX: u8 = 1;
 const SET_XX: u8 = 2;
@@ -210,24 +267,84 @@ const SET_GET: u8 = 4;
 const SET_EXPIRE: u8 = 8;
 const SET_KEEPTTL: u8 = 16;
 
-/// Encodes `cmd` stamped with the proposer's time `now_ms`.
-pub fn encode(now_ms: u64, cmd: &Command) -> Bytes {
+/// The bytes of a version-3 header: the version and the fixed-width stamp.
+const HEADER_V3: usize = 9;
+
+/// Encodes `cmd` stamped `stamp_ms` (the leader overwrites it, see [`restamp`]).
+pub fn encode(stamp_ms: u64, cmd: &Command) -> Bytes {
     let mut out = BytesMut::with_capacity(32);
     out.put_u8(CMD_VERSION);
-    put_varint(&mut out, now_ms);
-    put_command(&mut out, cmd);
+    out.put_u64_le(stamp_ms);
+    put_command(&mut out, cmd, CMD_VERSION);
     out.freeze()
 }
 
-/// Appends `cmd` without the record header (also inside a transaction).
-pub(super) fn put_command(out: &mut BytesMut, cmd: &Command) {
+/// Encodes `cmd` in version 1 or 2 (a varint stamp, expiries absolute: an [`Expiry::In`]
+/// has no such form and must not be passed), as older builds wrote it: for tests of reading
+/// old records.
+#[cfg(test)]
+pub(super) fn encode_old(version: u8, stamp_ms: u64, cmd: &Command) -> Bytes {
+    let mut out = BytesMut::with_capacity(32);
+    out.put_u8(version);
+    put_varint(&mut out, stamp_ms);
+    put_command(&mut out, cmd, version);
+    out.freeze()
+}
+
+/// The stamp of a version-3 payload, if it is one.
+pub fn stamp_of(payload: &[u8]) -> Option<u64> {
+    if payload.len() < HEADER_V3 || payload[0] != CMD_VERSION {
+        return None;
+    }
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&payload[1..HEADER_V3]);
+    Some(u64::from_le_bytes(b))
+}
+
+/// `payload` with its stamp replaced by `stamp_ms`, if it is a version-3 payload (the rest is
+/// copied unchanged, not decoded); `None` for anything else, which the caller leaves alone.
+pub fn restamp(payload: &[u8], stamp_ms: u64) -> Option<Bytes> {
+    stamp_of(payload)?;
+    let mut out = BytesMut::from(payload);
+    out[1..HEADER_V3].copy_from_slice(&stamp_ms.to_le_bytes());
+    Some(out.freeze())
+}
+
+/// Appends an expiry (version 3): a varint of the value shifted left by one, the low bit set
+/// for a relative one. Values fit: planning keeps them within [`EXPIRY_MAX_MS`].
+fn put_expiry(out: &mut BytesMut, e: Expiry, version: u8) {
+    if version < CMD_VERSION {
+        put_varint(out, e.at(0));
+        return;
+    }
+    let v = match e {
+        Expiry::At(t) => t.min(EXPIRY_MAX_MS) << 1,
+        Expiry::In(d) => (d.min(EXPIRY_MAX_MS) << 1) | 1,
+    };
+    put_varint(out, v);
+}
+
+/// Appends an optional expiry: a tag byte, then the expiry.
+fn put_opt_expiry(out: &mut BytesMut, e: Option<Expiry>, version: u8) {
+    match e {
+        Some(e) => {
+            out.put_u8(1);
+            put_expiry(out, e, version);
+        }
+        None => out.put_u8(0),
+    }
+}
+
+/// Appends `cmd` without the record header (also inside a transaction), in the form of record
+/// format `version`.
+pub(super) fn put_command(out: &mut BytesMut, cmd: &Command, version: u8) {
     match cmd {
         Command::Set {
             key,
             value,
             cond,
             get,
-            expire_at_ms,
+            expiry,
             keep_ttl,
         } => {
             out.put_u8(OP_SET);
@@ -239,7 +356,7 @@ pub(super) fn put_command(out: &mut BytesMut, cmd: &Command) {
             if *get {
                 flags |= SET_GET;
             }
-            if expire_at_ms.is_some() {
+            if expiry.is_some() {
                 flags |= SET_EXPIRE;
             }
             if *keep_ttl {
@@ -248,8 +365,8 @@ pub(super) fn put_command(out: &mut BytesMut, cmd: &Command) {
             out.put_u8(flags);
             put_bytes(out, key);
             put_bytes(out, value);
-            if let Some(at) = expire_at_ms {
-                put_varint(out, *at);
+            if let Some(e) = expiry {
+                put_expiry(out, *e, version);
             }
         }
         Command::Del { keys } => {
@@ -283,7 +400,7 @@ pub(super) fn put_command(out: &mut BytesMut, cmd: &Command) {
             put_bytes(out, expected);
             put_bytes(out, new);
         }
-        Command::Expire { key, at_ms, cond } => {
+        Command::Expire { key, expiry, cond } => {
             out.put_u8(OP_EXPIRE);
             let cond = match cond {
                 ExpireCond::Always => 0,
@@ -292,15 +409,15 @@ pub(super) fn put_command(out: &mut BytesMut, cmd: &Command) {
                 ExpireCond::IfLater => 3,
                 ExpireCond::IfEarlier => 4,
             };
-            out.put_u8(cond | if at_ms.is_some() { 8 } else { 0 });
+            out.put_u8(cond | if expiry.is_some() { 8 } else { 0 });
             put_bytes(out, key);
-            if let Some(at) = at_ms {
-                put_varint(out, *at);
+            if let Some(e) = expiry {
+                put_expiry(out, *e, version);
             }
         }
         Command::Multi { ops, watches } if watches.is_empty() => {
             out.put_u8(OP_MULTI);
-            put_ops(out, ops);
+            put_ops(out, ops, version);
         }
         Command::Multi { ops, watches } => {
             out.put_u8(OP_EXEC_WATCH);
@@ -309,7 +426,7 @@ pub(super) fn put_command(out: &mut BytesMut, cmd: &Command) {
                 put_bytes(out, k);
                 put_varint(out, *at);
             }
-            put_ops(out, ops);
+            put_ops(out, ops, version);
         }
         Command::HashOp(c) => {
             out.put_u8(OP_HASH);
@@ -338,10 +455,11 @@ pub(super) fn put_command(out: &mut BytesMut, cmd: &Command) {
             put_bytes(out, dst);
         }
         Command::Flush => out.put_u8(OP_FLUSH),
-        Command::GetEx { key, at_ms } => {
+        Command::Tick => out.put_u8(OP_TICK),
+        Command::GetEx { key, expiry } => {
             out.put_u8(OP_GETEX);
             put_bytes(out, key);
-            put_opt_u64(out, *at_ms);
+            put_opt_expiry(out, *expiry, version);
         }
         Command::IncrByFloat { key, delta } => {
             out.put_u8(OP_INCRBYFLOAT);
@@ -368,25 +486,34 @@ pub(super) fn put_command(out: &mut BytesMut, cmd: &Command) {
     }
 }
 
-/// Why a payload is not a command.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DecodeError(pub String);
-
-/// Decodes a payload written by [`encode`] (or by a build that wrote version 1):
+/// Decodes a payload written by [`encode`] (or by a build that wrote version 1 or 2):
 /// `(timestamp_ms, command)`.
 pub fn decode(payload: &Bytes) -> Result<(u64, Command), DecodeError> {
     let mut r = Reader::new(payload);
     let version = r.u8()?;
-    if version != CMD_VERSION && version != CMD_VERSION_V1 {
-        return Err(DecodeError(format!(
-            "command version {version} is not supported (this build reads {CMD_VERSION_V1} \
-             and {CMD_VERSION})"
-        )));
-    }
-    let ts = r.varint()?;
+    r.version = version;
+    let ts = match version {
+        CMD_VERSION => {
+            let mut b = [0u8; 8];
+            for x in &mut b {
+                *x = r.u8()?;
+            }
+            u64::from_le_bytes(b)
+        }
+        CMD_VERSION_V2 | CMD_VERSION_V1 => r.varint()?,
+        _ => {
+            return Err(DecodeError(format!(
+                "command version {version} is not supported (this build reads \
+                 {CMD_VERSION_V1} to {CMD_VERSION})"
+            )))
+        }
+    };
     let op = r.buf.get(r.pos).copied().unwrap_or(0);
     if version == CMD_VERSION_V1 && op > OP_MSETNX {
         return Err(DecodeError(format!("opcode {op} in a version-1 record")));
+    }
+    if version == CMD_VERSION_V2 && op > OP_LAST_V2 {
+        return Err(DecodeError(format!("opcode {op} in a version-2 record")));
     }
     let cmd = read_command(&mut r, true)?;
     if r.pos != payload.len() {
@@ -402,8 +529,8 @@ pub(super) fn read_command(r: &mut Reader, top: bool) -> Result<Command, DecodeE
             let flags = r.u8()?;
             let key = r.bytes()?;
             let value = r.bytes()?;
-            let expire_at_ms = if flags & SET_EXPIRE != 0 {
-                Some(r.varint()?)
+            let expiry = if flags & SET_EXPIRE != 0 {
+                Some(r.expiry()?)
             } else {
                 None
             };
@@ -418,7 +545,7 @@ pub(super) fn read_command(r: &mut Reader, top: bool) -> Result<Command, DecodeE
                 value,
                 cond,
                 get: flags & SET_GET != 0,
-                expire_at_ms,
+                expiry,
                 keep_ttl: flags & SET_KEEPTTL != 0,
             }
         }
@@ -461,12 +588,12 @@ pub(super) fn read_command(r: &mut Reader, top: bool) -> Result<Command, DecodeE
                 return Err(DecodeError(format!("unknown EXPIRE flags {flags:#x}")));
             }
             let key = r.bytes()?;
-            let at_ms = if flags & 8 != 0 {
-                Some(r.varint()?)
+            let expiry = if flags & 8 != 0 {
+                Some(r.expiry()?)
             } else {
                 None
             };
-            Command::Expire { key, at_ms, cond }
+            Command::Expire { key, expiry, cond }
         }
         OP_MULTI if top => Command::Multi {
             ops: read_ops(r)?,
@@ -495,9 +622,11 @@ pub(super) fn read_command(r: &mut Reader, top: bool) -> Result<Command, DecodeE
             }
         }
         OP_FLUSH => Command::Flush,
+        // A tick inside a transaction is never written.
+        OP_TICK if top && r.version >= CMD_VERSION => Command::Tick,
         OP_GETEX => Command::GetEx {
             key: r.bytes()?,
-            at_ms: r.opt_u64()?,
+            expiry: if r.flag()? { Some(r.expiry()?) } else { None },
         },
         OP_INCRBYFLOAT => Command::IncrByFloat {
             key: r.bytes()?,
@@ -519,172 +648,16 @@ pub(super) fn read_command(r: &mut Reader, top: bool) -> Result<Command, DecodeE
     })
 }
 
-pub(super) fn put_varint(out: &mut BytesMut, mut v: u64) {
-    while v >= 0x80 {
-        out.put_u8((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.put_u8(v as u8);
-}
-
-pub(super) fn put_bytes(out: &mut BytesMut, b: &[u8]) {
-    put_varint(out, b.len() as u64);
-    out.put_slice(b);
-}
-
-/// Appends a list of byte strings.
-pub(super) fn put_keys(out: &mut BytesMut, keys: &[Bytes]) {
-    put_varint(out, keys.len() as u64);
-    for k in keys {
-        put_bytes(out, k);
-    }
-}
-
-/// Appends a list of pairs of byte strings.
-pub(super) fn put_pairs(out: &mut BytesMut, pairs: &[(Bytes, Bytes)]) {
-    put_varint(out, pairs.len() as u64);
-    for (a, b) in pairs {
-        put_bytes(out, a);
-        put_bytes(out, b);
-    }
-}
-
-/// Appends a signed integer (zig-zag varint).
-pub(super) fn put_i64(out: &mut BytesMut, v: i64) {
-    put_varint(out, zigzag(v));
-}
-
-/// Appends an `f64` as its 8 bits, little-endian: exact on every replica.
-pub(super) fn put_f64(out: &mut BytesMut, v: f64) {
-    out.put_u64_le(v.to_bits());
-}
-
-/// Appends an optional integer: a tag byte, then the varint.
-pub(super) fn put_opt_u64(out: &mut BytesMut, v: Option<u64>) {
-    match v {
-        Some(v) => {
-            out.put_u8(1);
-            put_varint(out, v);
-        }
-        None => out.put_u8(0),
-    }
-}
-
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-fn unzigzag(v: u64) -> i64 {
-    ((v >> 1) as i64) ^ -((v & 1) as i64)
-}
-
-pub(super) struct Reader<'a> {
-    pub(super) buf: &'a Bytes,
-    pub(super) pos: usize,
-    /// Whether a read failed for want of bytes (the rest may be in a later chunk).
-    pub(super) short: bool,
-}
-
-impl<'a> Reader<'a> {
-    pub(super) fn new(buf: &'a Bytes) -> Reader<'a> {
-        Reader {
-            buf,
-            pos: 0,
-            short: false,
-        }
-    }
-
-    /// The error for a read past the end.
-    fn ran_out(&mut self, what: &str) -> DecodeError {
-        self.short = true;
-        DecodeError(what.into())
-    }
-
-    pub(super) fn u8(&mut self) -> Result<u8, DecodeError> {
-        let Some(b) = self.buf.get(self.pos).copied() else {
-            return Err(self.ran_out("truncated command"));
-        };
-        self.pos += 1;
-        Ok(b)
-    }
-
-    pub(super) fn varint(&mut self) -> Result<u64, DecodeError> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.u8()?;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(DecodeError("varint longer than 10 bytes".into()))
-    }
-
-    /// A count of items that each take at least one byte: bounded by what is left.
-    pub(super) fn count(&mut self) -> Result<usize, DecodeError> {
-        let n = self.varint()?;
-        if n > (self.buf.len() - self.pos) as u64 {
-            return Err(self.ran_out("item count larger than the payload"));
-        }
-        Ok(n as usize)
-    }
-
-    /// A signed integer written by [`put_i64`].
-    pub(super) fn i64(&mut self) -> Result<i64, DecodeError> {
-        Ok(unzigzag(self.varint()?))
-    }
-
-    /// A byte that must be 0 or 1.
-    pub(super) fn flag(&mut self) -> Result<bool, DecodeError> {
-        match self.u8()? {
-            0 => Ok(false),
-            1 => Ok(true),
-            b => Err(DecodeError(format!("flag byte {b}"))),
-        }
-    }
-
-    /// An `f64` written by [`put_f64`]; a NaN is refused (no command carries one).
-    pub(super) fn f64(&mut self) -> Result<f64, DecodeError> {
-        let mut bits = [0u8; 8];
-        for b in &mut bits {
-            *b = self.u8()?;
-        }
-        let v = f64::from_bits(u64::from_le_bytes(bits));
-        if v.is_nan() {
-            return Err(DecodeError("NaN in a command".into()));
-        }
-        Ok(v)
-    }
-
-    /// An optional integer written by [`put_opt_u64`].
-    pub(super) fn opt_u64(&mut self) -> Result<Option<u64>, DecodeError> {
-        Ok(if self.flag()? {
-            Some(self.varint()?)
+impl Reader<'_> {
+    /// An expiry: absolute in versions 1 and 2, written by [`put_expiry`] from version 3.
+    pub(super) fn expiry(&mut self) -> Result<Expiry, DecodeError> {
+        let v = self.varint()?;
+        Ok(if self.version < CMD_VERSION {
+            Expiry::At(v)
+        } else if v & 1 == 1 {
+            Expiry::In(v >> 1)
         } else {
-            None
+            Expiry::At(v >> 1)
         })
-    }
-
-    /// A list written by [`put_keys`].
-    pub(super) fn keys(&mut self) -> Result<Vec<Bytes>, DecodeError> {
-        let n = self.count()?;
-        (0..n).map(|_| self.bytes()).collect()
-    }
-
-    /// A list written by [`put_pairs`].
-    pub(super) fn pairs(&mut self) -> Result<Vec<(Bytes, Bytes)>, DecodeError> {
-        let n = self.count()?;
-        (0..n).map(|_| Ok((self.bytes()?, self.bytes()?))).collect()
-    }
-
-    pub(super) fn bytes(&mut self) -> Result<Bytes, DecodeError> {
-        let len = self.varint()?;
-        let left = (self.buf.len() - self.pos) as u64;
-        if len > left {
-            return Err(self.ran_out("byte string longer than the payload"));
-        }
-        let start = self.pos;
-        self.pos += len as usize;
-        Ok(self.buf.slice(start..self.pos))
     }
 }

@@ -326,7 +326,7 @@ impl Store {
         result.unwrap_or_else(|e| e)
     }
 
-    pub(super) fn read_hash(&self, read: &HashRead, now_ms: u64) -> Result<Reply, Reply> {
+    pub(super) fn read_hash(&self, read: &HashRead) -> Result<Reply, Reply> {
         let key = match read {
             HashRead::Get(k, _)
             | HashRead::MGet(k, _)
@@ -339,7 +339,7 @@ impl Store {
             | HashRead::Scan { key: k, .. } => k,
         };
         let empty = Hash::default();
-        let h = self.read_as::<Hash>(key, now_ms)?.unwrap_or(&empty);
+        let h = self.read_as::<Hash>(key)?.unwrap_or(&empty);
         let value = |f: &Bytes| h.get(f).cloned().map_or(Reply::Nil, Reply::Bulk);
         Ok(match read {
             HashRead::Get(_, f) => value(f),

@@ -398,12 +398,12 @@ impl Store {
         Ok(Reply::Bulk(item))
     }
 
-    pub(super) fn read_list(&self, read: &ListRead, now_ms: u64) -> Result<Reply, Reply> {
+    pub(super) fn read_list(&self, read: &ListRead) -> Result<Reply, Reply> {
         let key = match read {
             ListRead::Range(k, ..) | ListRead::Len(k) | ListRead::Index(k, _) => k,
         };
         let empty = List::new();
-        let l = self.read_as::<List>(key, now_ms)?.unwrap_or(&empty);
+        let l = self.read_as::<List>(key)?.unwrap_or(&empty);
         Ok(match read {
             ListRead::Range(_, start, stop) => match clamp_range(*start, *stop, l.len()) {
                 None => Reply::Array(Vec::new()),

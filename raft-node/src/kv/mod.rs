@@ -3,23 +3,26 @@
 //!
 //! # Record format
 //!
-//! A data record's payload is `version (u8) | timestamp_ms (varint) | opcode (u8) | fields`,
-//! where byte strings are a varint length and the bytes, integers are zig-zag varints and
-//! floats their 8 bits. This build writes [`command::CMD_VERSION`] 2 and still reads version
-//! 1; an unknown version or opcode stops the replica (the state machine error stops the
-//! driver) instead of letting it diverge from replicas that understand it.
+//! A data record's payload is `version (u8) | stamp | opcode (u8) | fields`, where byte
+//! strings are a varint length and the bytes, integers are zig-zag varints and floats their 8
+//! bits. This build writes [`command::CMD_VERSION`] 3, whose stamp is 8 bytes little-endian
+//! (so the leader overwrites it in place), and still reads versions 1 and 2 (a varint stamp);
+//! an unknown version or opcode stops the replica (the state machine error stops the driver)
+//! instead of letting it diverge from replicas that understand it.
 //!
 //! # Expiry is deterministic
 //!
-//! The node that proposes a write stamps its wall-clock time into the record, and `EX`/`PX`
-//! become an absolute expiry time computed from that stamp before proposing. Every replica keeps
-//! a logical clock: the largest stamp applied so far (it never goes back, even if a new leader's
-//! clock is behind). Applying a record first drops every key whose expiry is at or before the
-//! logical clock, so the map after each record is the same on every replica. Expiry is per key,
+//! The leader stamps every record with its clock when it proposes it (`leader_clock`; bounded
+//! and never going back). Every replica keeps a logical clock: the largest stamp applied so
+//! far. Relative expiries travel as a duration and become `clock + duration` when applied
+//! (version 3; older records carry absolute times computed by their proposer, applied as they
+//! were). Applying a record first drops every key whose expiry is at or before the logical
+//! clock, so the map after each record is the same on every replica. Expiry is per key,
 //! whatever the type of its value.
 //!
-//! Reads may additionally treat a key as gone once the local wall clock passes its expiry (as a
-//! Redis replica does); that changes what a read reports, never the replicated state.
+//! Reads judge expiry by the same logical clock, never by the local wall clock, so replicas
+//! that applied the same records answer alike; the leader's stamp-only ticks move the clock
+//! while keys have an expiry and nothing is written.
 //!
 //! # Versions and WATCH
 //!
@@ -51,6 +54,7 @@ mod snapshot;
 mod store;
 mod strings;
 mod transaction;
+mod wire;
 mod zset;
 
 #[cfg(test)]
@@ -63,7 +67,9 @@ use bytes::Bytes;
 use raft_core::io::{SnapshotReader, StateMachine, StateMachineError};
 use raft_core::{Offset, Record, RecordKind};
 
-pub use self::command::{decode, encode, Command, ExpireCond, Float, SetCond};
+pub use self::command::{
+    decode, encode, restamp, stamp_of, Command, ExpireCond, Expiry, Float, SetCond, EXPIRY_MAX_MS,
+};
 pub use self::hash::{HashCmd, HashRead};
 pub use self::keyspace::glob_match;
 pub use self::list::{ListCmd, ListRead};
@@ -78,6 +84,11 @@ use crate::resp::Reply;
 #[derive(Default)]
 pub struct Kv {
     store: Mutex<Store>,
+    /// The replicated clock and when this replica applied the record that last moved it
+    /// (local, not replicated: the leader clock's bound counts from it). Kept apart from the
+    /// map's lock, which a long read may hold, because the driver's task reads it for every
+    /// record the leader proposes.
+    clock: Mutex<(u64, Option<std::time::Instant>)>,
 }
 
 impl Kv {
@@ -92,33 +103,32 @@ impl Kv {
         self.store.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The string value of `key`, if it is live at `now_ms` (wall clock) and the replicated
-    /// clock.
+    /// The string value of `key`, if it is live by the replicated clock.
     #[cfg(test)]
-    pub fn get(&self, key: &[u8], now_ms: u64) -> Option<Bytes> {
+    pub fn get(&self, key: &[u8]) -> Option<Bytes> {
         let s = self.lock();
-        s.read_str(key, now_ms).ok().flatten().cloned()
+        s.read_str(key).ok().flatten().cloned()
     }
 
     /// The remaining time to live of `key` in milliseconds: -2 if absent, -1 if no expiry.
     #[cfg(test)]
-    pub fn pttl(&self, key: &[u8], now_ms: u64) -> i64 {
-        match self.read(&TxRead::Ttl(Bytes::copy_from_slice(key), true), now_ms) {
+    pub fn pttl(&self, key: &[u8]) -> i64 {
+        match self.read(&TxRead::Ttl(Bytes::copy_from_slice(key), true)) {
             Reply::Int(n) => n,
             other => panic!("PTTL answered {other:?}"),
         }
     }
 
-    /// Answers a read of the map at `now_ms` (wall clock; the replicated clock too).
-    pub fn read(&self, r: &TxRead, now_ms: u64) -> Reply {
-        self.lock().read(r, now_ms)
+    /// Answers a read of the map, judging expiry by the replicated clock.
+    pub fn read(&self, r: &TxRead) -> Reply {
+        self.lock().read(r)
     }
 
     /// The live keys matching the glob `pattern`, sorted (`KEYS`).
-    pub fn keys(&self, pattern: &[u8], now_ms: u64) -> Vec<Bytes> {
+    pub fn keys(&self, pattern: &[u8]) -> Vec<Bytes> {
         let s = self.lock();
         let mut keys: Vec<Bytes> = s
-            .live_keys(now_ms)
+            .live_keys()
             .map(|(k, _)| k)
             .filter(|k| keyspace::glob_match(pattern, k))
             .cloned()
@@ -135,11 +145,10 @@ impl Kv {
         pattern: Option<&[u8]>,
         count: usize,
         type_name: Option<&str>,
-        now_ms: u64,
     ) -> (u64, Vec<Bytes>) {
         let s = self.lock();
         let (next, mut keys) =
-            keyspace::scan_step(s.live_keys(now_ms).map(|(k, _)| k), cursor, pattern, count);
+            keyspace::scan_step(s.live_keys().map(|(k, _)| k), cursor, pattern, count);
         if let Some(t) = type_name {
             keys.retain(|k| s.map.get(k).is_some_and(|e| e.value.type_name() == t));
         }
@@ -148,16 +157,43 @@ impl Kv {
 
     /// `MEMORY USAGE`: the estimated bytes of `key` if it is live (see `memory`), measuring at
     /// most `samples` elements of a collection (0: all).
-    pub fn memory_usage(&self, key: &[u8], samples: usize, now_ms: u64) -> Option<u64> {
+    pub fn memory_usage(&self, key: &[u8], samples: usize) -> Option<u64> {
         let s = self.lock();
         let (k, _) = s.map.get_key_value(key)?;
-        let entry = s.live(key, now_ms)?;
+        let entry = s.live(key)?;
         Some(memory::usage(k, entry, samples))
     }
 
     /// Live keys.
-    pub fn dbsize(&self, now_ms: u64) -> i64 {
-        self.lock().dbsize(now_ms)
+    pub fn dbsize(&self) -> i64 {
+        self.lock().dbsize()
+    }
+
+    /// The replicated clock (ms since the epoch, 0 before any stamp) and when this replica
+    /// applied the record that set it.
+    pub fn clock(&self) -> (u64, Option<std::time::Instant>) {
+        *self.clock.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records that the replicated clock moved to `clock_ms` now.
+    fn publish_clock(&self, clock_ms: u64) {
+        *self.clock.lock().unwrap_or_else(|e| e.into_inner()) =
+            (clock_ms, Some(std::time::Instant::now()));
+    }
+
+    /// Whether some key has an expiry (due or not).
+    pub fn has_expiries(&self) -> bool {
+        !self.lock().expiries.is_empty()
+    }
+
+    /// `RAFT DIGEST`: the offset after the last applied record and a digest of the state
+    /// there (see `snapshot::digest`). Replicas at the same offset must have the same digest.
+    pub fn digest(&self) -> (Offset, u64) {
+        let (applied, capture) = {
+            let s = self.lock();
+            (s.applied, snapshot::capture(&s))
+        };
+        (applied, snapshot::digest(&capture))
     }
 
     /// The offset after the last applied record.
@@ -196,6 +232,7 @@ impl StateMachine for Kv {
         responses: &mut Vec<Bytes>,
     ) -> Result<(), StateMachineError> {
         let mut s = self.lock();
+        let clock_before = s.clock_ms;
         for r in records {
             if r.offset < s.applied {
                 // Already applied in this process: the driver never does this, but replaying a
@@ -213,12 +250,15 @@ impl StateMachine for Kv {
                 reason: e.0,
             })?;
             s.offset = r.offset.0;
-            if r.payload[0] >= command::CMD_VERSION && s.exact_from.is_none() {
+            if r.payload[0] >= command::CMD_VERSION_V2 && s.exact_from.is_none() {
                 s.exact_from = Some(r.offset.0);
             }
             let reply = s.apply(ts, cmd);
             s.applied = r.offset.next();
             responses.push(reply.to_response());
+        }
+        if s.clock_ms != clock_before {
+            self.publish_clock(s.clock_ms);
         }
         Ok(())
     }
@@ -242,7 +282,9 @@ impl StateMachine for Kv {
                     offset: applied,
                     reason: format!("bad snapshot: {}", e.0),
                 })?;
+        let clock = store.clock_ms;
         *self.lock() = store;
+        self.publish_clock(clock);
         Ok(())
     }
 }

@@ -223,17 +223,14 @@ impl Store {
     }
 
     /// The sets at `keys` (an absent key is empty): WRONGTYPE if any holds another type.
-    fn sets_of(&self, keys: &[Bytes], now_ms: u64) -> Result<Vec<Option<&Set>>, Reply> {
-        keys.iter()
-            .map(|k| self.read_as::<Set>(k, now_ms))
-            .collect()
+    fn sets_of(&self, keys: &[Bytes]) -> Result<Vec<Option<&Set>>, Reply> {
+        keys.iter().map(|k| self.read_as::<Set>(k)).collect()
     }
 
-    pub(super) fn read_set(&self, read: &SetRead, now_ms: u64) -> Result<Reply, Reply> {
+    pub(super) fn read_set(&self, read: &SetRead) -> Result<Reply, Reply> {
         let empty = Set::default();
-        let one = |k: &Bytes| -> Result<&Set, Reply> {
-            Ok(self.read_as::<Set>(k, now_ms)?.unwrap_or(&empty))
-        };
+        let one =
+            |k: &Bytes| -> Result<&Set, Reply> { Ok(self.read_as::<Set>(k)?.unwrap_or(&empty)) };
         Ok(match read {
             SetRead::Members(k) => members(one(k)?.iter().cloned()),
             SetRead::IsMember(k, m) => Reply::Int(i64::from(one(k)?.contains(m))),
@@ -247,7 +244,7 @@ impl Store {
             }
             SetRead::Card(k) => Reply::Int(one(k)?.len() as i64),
             SetRead::Inter(keys) => {
-                let sets = self.sets_of(keys, now_ms)?;
+                let sets = self.sets_of(keys)?;
                 let Some(Some(first)) = sets.first() else {
                     return Ok(Reply::Set(Vec::new()));
                 };
@@ -260,13 +257,13 @@ impl Store {
             }
             SetRead::Union(keys) => {
                 let mut all = Set::default();
-                for s in self.sets_of(keys, now_ms)?.into_iter().flatten() {
+                for s in self.sets_of(keys)?.into_iter().flatten() {
                     all.extend(s.iter().cloned());
                 }
                 members(all.into_iter())
             }
             SetRead::Diff(keys) => {
-                let sets = self.sets_of(keys, now_ms)?;
+                let sets = self.sets_of(keys)?;
                 let Some(Some(first)) = sets.first() else {
                     return Ok(Reply::Set(Vec::new()));
                 };

@@ -150,36 +150,34 @@ pub(super) fn bucket(key: &[u8]) -> usize {
 }
 
 impl Store {
-    /// The entry of `key` if it is live at `now_ms` (wall clock) and the replicated clock.
-    pub(super) fn live(&self, key: &[u8], now_ms: u64) -> Option<&Entry> {
-        let now = now_ms.max(self.clock_ms);
+    /// The entry of `key` if it is live by the replicated clock. Never by the local wall
+    /// clock: every replica that applied the same records answers the same, whatever its
+    /// clock says (the leader's ticks move the replicated clock between writes).
+    pub(super) fn live(&self, key: &[u8]) -> Option<&Entry> {
+        let now = self.clock_ms;
         self.map
             .get(key)
             .filter(|e| e.expire_at_ms.is_none_or(|at| at > now))
     }
 
-    pub(super) fn live_keys(&self, now_ms: u64) -> impl Iterator<Item = (&Bytes, &Entry)> {
-        let now = now_ms.max(self.clock_ms);
+    pub(super) fn live_keys(&self) -> impl Iterator<Item = (&Bytes, &Entry)> {
+        let now = self.clock_ms;
         self.map
             .iter()
             .filter(move |(_, e)| e.expire_at_ms.is_none_or(|at| at > now))
     }
 
     /// The collection at `key` for a read: `None` if absent, WRONGTYPE if another type.
-    pub(super) fn read_as<C: Collection>(
-        &self,
-        key: &[u8],
-        now_ms: u64,
-    ) -> Result<Option<&C>, Reply> {
-        match self.live(key, now_ms) {
+    pub(super) fn read_as<C: Collection>(&self, key: &[u8]) -> Result<Option<&C>, Reply> {
+        match self.live(key) {
             None => Ok(None),
             Some(e) => C::of(&e.value).map(Some).ok_or_else(wrong_type),
         }
     }
 
     /// The string at `key` for a read: `None` if absent, WRONGTYPE if another type.
-    pub(super) fn read_str(&self, key: &[u8], now_ms: u64) -> Result<Option<&Bytes>, Reply> {
-        match self.live(key, now_ms).map(|e| &e.value) {
+    pub(super) fn read_str(&self, key: &[u8]) -> Result<Option<&Bytes>, Reply> {
+        match self.live(key).map(|e| &e.value) {
             None => Ok(None),
             Some(Value::Str(v)) => Ok(Some(v)),
             Some(_) => Err(wrong_type()),
@@ -329,6 +327,8 @@ impl Store {
                 self.flush();
                 Reply::ok()
             }
+            // The clock moved and the keys due expired above: nothing else to do.
+            Command::Tick => Reply::ok(),
             Command::Multi { ops, watches } => {
                 if self.watch_broken(&watches) {
                     return Reply::NilArray;
@@ -338,7 +338,7 @@ impl Store {
                     .into_iter()
                     .map(|op| match op {
                         TxOp::Write(cmd) => self.apply(ts_ms, cmd),
-                        TxOp::Read(r) => self.read(&r, ts_ms),
+                        TxOp::Read(r) => self.read(&r),
                         TxOp::Reply(b) => Reply::Raw(b),
                     })
                     .collect();
@@ -348,22 +348,31 @@ impl Store {
         }
     }
 
-    /// Answers a read at `now_ms` (wall clock; the replicated clock too).
-    pub(super) fn read(&self, r: &TxRead, now_ms: u64) -> Reply {
+    /// Answers a read by the replicated clock: inside a transaction, the clock of its record.
+    pub(super) fn read(&self, r: &TxRead) -> Reply {
         let result = match r {
-            TxRead::Hash(h) => self.read_hash(h, now_ms),
-            TxRead::List(l) => self.read_list(l, now_ms),
-            TxRead::Set(s) => self.read_set(s, now_ms),
-            TxRead::ZSet(z) => self.read_zset(z, now_ms),
-            other => self.read_string(other, now_ms),
+            TxRead::Hash(h) => self.read_hash(h),
+            TxRead::List(l) => self.read_list(l),
+            TxRead::Set(s) => self.read_set(s),
+            TxRead::ZSet(z) => self.read_zset(z),
+            TxRead::Time => Ok(time_reply(self.clock_ms)),
+            other => self.read_string(other),
         };
         result.unwrap_or_else(|e| e)
     }
 
     /// Live keys.
-    pub(super) fn dbsize(&self, now_ms: u64) -> i64 {
-        let now = now_ms.max(self.clock_ms);
+    pub(super) fn dbsize(&self) -> i64 {
+        let now = self.clock_ms;
         let expired = self.expiries.range(..(now + 1, Bytes::new())).count();
         (self.map.len() - expired.min(self.map.len())) as i64
     }
+}
+
+/// `TIME` at `clock_ms`: seconds and microseconds, as Redis answers it.
+fn time_reply(clock_ms: u64) -> Reply {
+    Reply::Array(vec![
+        Reply::bulk((clock_ms / 1000).to_string()),
+        Reply::bulk(((clock_ms % 1000) * 1000).to_string()),
+    ])
 }

@@ -4,7 +4,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::command::{Command, ExpireCond, SetCond};
+use super::command::{Command, ExpireCond, Expiry, SetCond, EXPIRY_MAX_MS};
 use super::store::{wrong_type, Entry, Store, Value};
 use super::transaction::TxRead;
 use super::{parse_f64, parse_i64};
@@ -38,9 +38,12 @@ impl Store {
                 value,
                 cond,
                 get,
-                expire_at_ms,
+                expiry,
                 keep_ttl,
-            } => self.set(key, value, cond, get, expire_at_ms, keep_ttl)?,
+            } => {
+                let at = expiry.map(|e| e.at(self.clock_ms));
+                self.set(key, value, cond, get, at, keep_ttl)?
+            }
             Command::Del { keys } => {
                 Reply::Int(keys.iter().filter(|k| self.remove(k).is_some()).count() as i64)
             }
@@ -77,11 +80,11 @@ impl Store {
                     Reply::Bulk(v)
                 }
             },
-            Command::GetEx { key, at_ms } => match self.str_of(&key)? {
+            Command::GetEx { key, expiry } => match self.str_of(&key)? {
                 None => Reply::Nil,
                 Some((v, _)) => {
                     let v = v.clone();
-                    self.set_expiry(&key, at_ms);
+                    self.set_expiry(&key, expiry.map(|e| e.at(self.clock_ms)));
                     Reply::Bulk(v)
                 }
             },
@@ -94,7 +97,7 @@ impl Store {
                 }
                 Reply::Int(1)
             }
-            Command::Expire { key, at_ms, cond } => self.expire(key, at_ms, cond),
+            Command::Expire { key, expiry, cond } => self.expire(key, expiry, cond),
             Command::Cas { key, expected, new } => match self.str_of(&key)? {
                 Some((v, expiry)) if *v == expected => {
                     self.put(key, Value::Str(new), expiry);
@@ -199,7 +202,9 @@ impl Store {
         })
     }
 
-    fn expire(&mut self, key: Bytes, at_ms: Option<u64>, cond: ExpireCond) -> Reply {
+    /// `EXPIRE` and its forms; a relative expiry counts from the record's clock.
+    fn expire(&mut self, key: Bytes, expiry: Option<Expiry>, cond: ExpireCond) -> Reply {
+        let at_ms = expiry.map(|e| e.at(self.clock_ms));
         let Some(current) = self.map.get(&key).map(|e| e.expire_at_ms) else {
             return Reply::Int(0);
         };
@@ -226,31 +231,24 @@ impl Store {
         Reply::Int(1)
     }
 
-    pub(super) fn read_string(&self, r: &TxRead, now_ms: u64) -> Result<Reply, Reply> {
+    pub(super) fn read_string(&self, r: &TxRead) -> Result<Reply, Reply> {
         Ok(match r {
-            TxRead::Get(k) => self
-                .read_str(k, now_ms)?
-                .cloned()
-                .map_or(Reply::Nil, Reply::Bulk),
+            TxRead::Get(k) => self.read_str(k)?.cloned().map_or(Reply::Nil, Reply::Bulk),
             TxRead::MGet(keys) => Reply::Array(
                 keys.iter()
-                    .map(|k| match self.read_str(k, now_ms) {
+                    .map(|k| match self.read_str(k) {
                         Ok(Some(v)) => Reply::Bulk(v.clone()),
                         // MGET answers nil for a key of another type.
                         _ => Reply::Nil,
                     })
                     .collect(),
             ),
-            TxRead::Exists(keys) => Reply::Int(
-                keys.iter()
-                    .filter(|k| self.live(k, now_ms).is_some())
-                    .count() as i64,
-            ),
-            TxRead::StrLen(k) => {
-                Reply::Int(self.read_str(k, now_ms)?.map_or(0, |v| v.len() as i64))
+            TxRead::Exists(keys) => {
+                Reply::Int(keys.iter().filter(|k| self.live(k).is_some()).count() as i64)
             }
+            TxRead::StrLen(k) => Reply::Int(self.read_str(k)?.map_or(0, |v| v.len() as i64)),
             TxRead::Ttl(k, ms) => {
-                let t = match self.live(k, now_ms) {
+                let t = match self.live(k) {
                     None => -2,
                     Some(Entry {
                         expire_at_ms: None, ..
@@ -258,11 +256,11 @@ impl Store {
                     Some(Entry {
                         expire_at_ms: Some(at),
                         ..
-                    }) => at.saturating_sub(now_ms.max(self.clock_ms)) as i64,
+                    }) => at.saturating_sub(self.clock_ms).min(EXPIRY_MAX_MS) as i64,
                 };
                 Reply::Int(if *ms || t < 0 { t } else { (t + 999) / 1000 })
             }
-            TxRead::ExpireTime(k, ms) => Reply::Int(match self.live(k, now_ms) {
+            TxRead::ExpireTime(k, ms) => Reply::Int(match self.live(k) {
                 None => -2,
                 Some(Entry {
                     expire_at_ms: None, ..
@@ -270,18 +268,16 @@ impl Store {
                 Some(Entry {
                     expire_at_ms: Some(at),
                     ..
-                }) if *ms => *at as i64,
+                }) if *ms => (*at).min(EXPIRY_MAX_MS) as i64,
                 Some(Entry {
                     expire_at_ms: Some(at),
                     ..
-                }) => at.div_ceil(1000) as i64,
+                }) => (*at).min(EXPIRY_MAX_MS).div_ceil(1000) as i64,
             }),
-            TxRead::Type(k) => Reply::Simple(
-                self.live(k, now_ms)
-                    .map_or("none", |e| e.value.type_name())
-                    .into(),
-            ),
-            TxRead::DbSize => Reply::Int(self.dbsize(now_ms)),
+            TxRead::Type(k) => {
+                Reply::Simple(self.live(k).map_or("none", |e| e.value.type_name()).into())
+            }
+            TxRead::DbSize => Reply::Int(self.dbsize()),
             // The family reads are dispatched by `Store::read` before this.
             _ => Reply::err("internal: a read reached the wrong family"),
         })

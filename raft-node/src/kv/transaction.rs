@@ -42,6 +42,8 @@ pub enum TxRead {
     Set(SetRead),
     /// A read of a sorted set.
     ZSet(ZSetRead),
+    /// `TIME` inside a transaction: the clock of the `EXEC` record (version 3).
+    Time,
 }
 
 /// One queued operation.
@@ -73,15 +75,16 @@ const READ_SET: u8 = 10;
 const READ_ZSET: u8 = 11;
 const READ_EXPIRETIME: u8 = 12;
 const READ_PEXPIRETIME: u8 = 13;
+const READ_TIME: u8 = 14;
 
 /// Appends the operations of a transaction.
-pub(super) fn put_ops(out: &mut BytesMut, ops: &[TxOp]) {
+pub(super) fn put_ops(out: &mut BytesMut, ops: &[TxOp], version: u8) {
     put_varint(out, ops.len() as u64);
     for op in ops {
         match op {
             TxOp::Write(cmd) => {
                 out.put_u8(TX_WRITE);
-                put_command(out, cmd);
+                put_command(out, cmd, version);
             }
             TxOp::Reply(b) => {
                 out.put_u8(TX_REPLY);
@@ -115,6 +118,7 @@ pub(super) fn put_ops(out: &mut BytesMut, ops: &[TxOp]) {
                         put_bytes(out, k);
                     }
                     TxRead::DbSize => out.put_u8(READ_DBSIZE),
+                    TxRead::Time => out.put_u8(READ_TIME),
                     TxRead::ExpireTime(k, ms) => {
                         out.put_u8(if *ms {
                             READ_PEXPIRETIME
@@ -163,6 +167,7 @@ pub(super) fn read_ops(r: &mut Reader) -> Result<Vec<TxOp>, DecodeError> {
                     READ_PTTL => TxRead::Ttl(r.bytes()?, true),
                     READ_TYPE => TxRead::Type(r.bytes()?),
                     READ_DBSIZE => TxRead::DbSize,
+                    READ_TIME if r.version >= 3 => TxRead::Time,
                     READ_EXPIRETIME => TxRead::ExpireTime(r.bytes()?, false),
                     READ_PEXPIRETIME => TxRead::ExpireTime(r.bytes()?, true),
                     READ_HASH => TxRead::Hash(super::hash::read_read(r)?),

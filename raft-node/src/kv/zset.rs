@@ -582,7 +582,7 @@ impl Store {
         result.unwrap_or_else(|e| e)
     }
 
-    pub(super) fn read_zset(&self, read: &ZSetRead, now_ms: u64) -> Result<Reply, Reply> {
+    pub(super) fn read_zset(&self, read: &ZSetRead) -> Result<Reply, Reply> {
         let key = match read {
             ZSetRead::Score(k, _)
             | ZSetRead::MScore(k, _)
@@ -593,7 +593,7 @@ impl Store {
             ZSetRead::Range(r) => &r.key,
         };
         let empty = ZSet::default();
-        let z = self.read_as::<ZSet>(key, now_ms)?.unwrap_or(&empty);
+        let z = self.read_as::<ZSet>(key)?.unwrap_or(&empty);
         let score = |m: &Bytes| z.score(m).map_or(Reply::Nil, |s| Reply::double(s.get()));
         Ok(match read {
             ZSetRead::Score(_, m) => score(m),

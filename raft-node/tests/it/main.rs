@@ -3,6 +3,7 @@
 //! waited for by polling with a deadline.
 
 mod bootstrap;
+mod clock;
 mod failover;
 mod harness;
 mod introspection;

@@ -417,9 +417,6 @@ fn binary_keys_fields_and_members() {
     for (i, c) in cmds.into_iter().enumerate() {
         apply(&kv, i as u64, 1, c);
     }
-    let got = kv.read(
-        &TxRead::Hash(HashRead::Get(member.clone(), member.clone())),
-        1,
-    );
+    let got = kv.read(&TxRead::Hash(HashRead::Get(member.clone(), member.clone())));
     assert_eq!(got, Reply::Bulk(member));
 }

@@ -3,10 +3,12 @@
 //! the request planner like a client (`Replica`).
 
 mod families;
+mod golden;
+mod replay;
 mod snapshot;
 mod watch;
 
-use super::command::CMD_VERSION;
+use super::command::{encode_old, CMD_VERSION};
 use super::*;
 use crate::commands::{Conn, Context, Plan, ReadOp};
 use crate::config::ReadMode;
@@ -22,6 +24,8 @@ struct Replica {
     conn: Conn,
     /// The proposer's clock, stamped into every record.
     now_ms: u64,
+    /// The payload of the last record applied.
+    last_payload: Option<Bytes>,
 }
 
 impl Replica {
@@ -40,11 +44,13 @@ impl Replica {
                 watched: Vec::new(),
             },
             now_ms: 1_000,
+            last_payload: None,
         }
     }
 
     /// Applies `cmd` as the next record.
     fn apply(&mut self, cmd: &Command) -> Bytes {
+        self.last_payload = Some(encode(self.now_ms, cmd));
         let out = apply(&self.kv, self.next, self.now_ms, cmd.clone());
         self.next += 1;
         out
@@ -68,7 +74,7 @@ impl Replica {
                 self.conn.watch(keys, at)
             }
             Plan::Read(op) => match op.as_tx() {
-                Some(r) => self.kv.read(&r, self.now_ms),
+                Some(r) => self.kv.read(&r),
                 None => panic!("{line}: not a state machine read"),
             },
             Plan::Reply(r) => r,
@@ -143,7 +149,7 @@ fn all_commands() -> Vec<Command> {
             value: b("v"),
             cond: SetCond::IfAbsent,
             get: true,
-            expire_at_ms: Some(12345),
+            expiry: Some(Expiry::At(12345)),
             keep_ttl: false,
         },
         Command::Del {
@@ -167,12 +173,12 @@ fn all_commands() -> Vec<Command> {
         },
         Command::Expire {
             key: b("a"),
-            at_ms: Some(99_000),
+            expiry: Some(Expiry::At(99_000)),
             cond: ExpireCond::IfLater,
         },
         Command::Expire {
             key: b("a"),
-            at_ms: None,
+            expiry: None,
             cond: ExpireCond::Always,
         },
         Command::SetNx {
@@ -275,7 +281,7 @@ fn v2_commands() -> Vec<Command> {
         Command::Flush,
         Command::GetEx {
             key: b("k"),
-            at_ms: Some(5),
+            expiry: Some(Expiry::At(5)),
         },
         Command::IncrByFloat {
             key: b("k"),
@@ -288,25 +294,65 @@ fn v2_commands() -> Vec<Command> {
     ]
 }
 
+/// One command of every kind version 3 adds or changes: relative expiries, the tick, `TIME`
+/// inside a transaction.
+fn v3_commands() -> Vec<Command> {
+    vec![
+        Command::Set {
+            key: b("k"),
+            value: b("v"),
+            cond: SetCond::Always,
+            get: false,
+            expiry: Some(Expiry::In(1_000)),
+            keep_ttl: false,
+        },
+        Command::Expire {
+            key: b("k"),
+            expiry: Some(Expiry::In(crate::kv::EXPIRY_MAX_MS)),
+            cond: ExpireCond::IfEarlier,
+        },
+        Command::GetEx {
+            key: b("k"),
+            expiry: Some(Expiry::In(0)),
+        },
+        Command::Tick,
+        Command::Multi {
+            ops: vec![
+                TxOp::Read(TxRead::Time),
+                TxOp::Write(Command::Expire {
+                    key: b("k"),
+                    expiry: Some(Expiry::In(5)),
+                    cond: ExpireCond::Always,
+                }),
+            ],
+            watches: vec![],
+        },
+    ]
+}
+
 /// Goal: records written before version 2 still decode to the same commands, and a
 /// version-1 record cannot carry a version-2 opcode.
 #[test]
 fn version_one_records_still_decode() {
     for cmd in all_commands() {
-        let mut bytes = encode(5, &cmd).to_vec();
-        bytes[0] = super::command::CMD_VERSION_V1;
-        assert_eq!(decode(&Bytes::from(bytes)), Ok((5, cmd)));
+        let bytes = encode_old(1, 5, &cmd);
+        assert_eq!(decode(&bytes), Ok((5, cmd.clone())));
+        assert_eq!(decode(&encode_old(2, 5, &cmd)), Ok((5, cmd)));
     }
     for cmd in v2_commands() {
-        let mut bytes = encode(5, &cmd).to_vec();
-        bytes[0] = super::command::CMD_VERSION_V1;
-        assert!(decode(&Bytes::from(bytes)).is_err(), "{cmd:?}");
+        assert!(decode(&encode_old(1, 5, &cmd)).is_err(), "{cmd:?}");
+        assert_eq!(decode(&encode_old(2, 5, &cmd)), Ok((5, cmd)));
     }
+    assert!(
+        decode(&encode_old(2, 5, &Command::Tick)).is_err(),
+        "a tick in a version-2 record"
+    );
 }
 
 #[test]
 fn every_command_round_trips() {
-    for cmd in all_commands().into_iter().chain(v2_commands()) {
+    let all = all_commands().into_iter().chain(v2_commands());
+    for cmd in all.chain(v3_commands()) {
         let bytes = encode(99, &cmd);
         assert_eq!(bytes[0], CMD_VERSION);
         assert_eq!(decode(&bytes), Ok((99, cmd)));
@@ -315,7 +361,8 @@ fn every_command_round_trips() {
 
 #[test]
 fn truncated_or_unknown_payloads_are_refused() {
-    for cmd in all_commands().into_iter().chain(v2_commands()) {
+    let all = all_commands().into_iter().chain(v2_commands());
+    for cmd in all.chain(v3_commands()) {
         let bytes = encode(1, &cmd);
         for cut in 0..bytes.len() {
             assert!(decode(&bytes.slice(..cut)).is_err());
@@ -323,9 +370,12 @@ fn truncated_or_unknown_payloads_are_refused() {
     }
     assert!(decode(&Bytes::from_static(&[2, 0, 1])).is_err());
     assert!(
-        decode(&Bytes::from_static(&[3, 0, 17])).is_err(),
-        "version 3"
+        decode(&Bytes::from_static(&[4, 0, 0, 0, 0, 0, 0, 0, 0, 17])).is_err(),
+        "version 4"
     );
+    let mut tick = encode(1, &Command::Tick).to_vec();
+    tick.push(0);
+    assert!(decode(&Bytes::from(tick)).is_err(), "trailing bytes");
     assert!(decode(&Bytes::from_static(&[1, 0, 99])).is_err());
 }
 
@@ -373,25 +423,102 @@ fn expiry_follows_the_replicated_clock() {
         value: b("v"),
         cond: SetCond::Always,
         get: false,
-        expire_at_ms: Some(1_000),
+        expiry: Some(Expiry::At(1_000)),
         keep_ttl: false,
     };
     assert_eq!(&apply(&kv, 0, 500, set)[..], b"+OK\r\n");
-    assert_eq!(kv.get(b"k", 0), Some(b("v")));
-    assert_eq!(
-        kv.get(b"k", 1_000),
-        None,
-        "a read past the expiry sees nothing"
-    );
-    assert_eq!(kv.dbsize(0), 1);
+    assert_eq!(kv.get(b"k"), Some(b("v")));
+    assert_eq!(kv.pttl(b"k"), 500, "counted from the replicated clock");
+    assert_eq!(kv.dbsize(), 1);
     // A later record stamped past the expiry removes the key on every replica.
     let incr = Command::IncrBy {
         key: b("n"),
         delta: 1,
     };
     assert_eq!(&apply(&kv, 1, 1_000, incr)[..], b":1\r\n");
-    assert_eq!(kv.get(b"k", 0), None);
-    assert_eq!(kv.dbsize(0), 1);
+    assert_eq!(kv.get(b"k"), None);
+    assert_eq!(kv.dbsize(), 1);
+    // A tick moves the clock without a write.
+    let set = Command::Set {
+        key: b("t"),
+        value: b("v"),
+        cond: SetCond::Always,
+        get: false,
+        expiry: Some(Expiry::In(300)),
+        keep_ttl: false,
+    };
+    apply(&kv, 2, 1_000, set);
+    apply(&kv, 3, 1_299, Command::Tick);
+    assert_eq!(kv.get(b"t"), Some(b("v")));
+    assert_eq!(&apply(&kv, 4, 1_300, Command::Tick)[..], b"+OK\r\n");
+    assert_eq!(kv.get(b"t"), None);
+    assert!(!kv.has_expiries());
+}
+
+/// Goal (W3): a lock taken through a node whose clock lags the replicated clock is not born
+/// expired. The record carries the relative TTL, counted from the record's clock on apply:
+/// the second `SET NX` fails while the first holds. (On the version-2 format, the proposer
+/// made `PX 1000` absolute from its clock 2 s behind, and both answered OK.)
+#[test]
+fn a_lock_taken_through_a_lagging_node_holds() {
+    let kv = Kv::new();
+    let lock = |who: &str| Command::Set {
+        key: b("lock"),
+        value: b(who),
+        cond: SetCond::IfAbsent,
+        get: false,
+        expiry: Some(Expiry::In(1_000)),
+        keep_ttl: false,
+    };
+    apply(&kv, 0, 10_000, Command::Tick);
+    // Stamped by a clock 2 s behind (a follower's own stamp, as before the leader stamped).
+    assert_eq!(&apply(&kv, 1, 8_000, lock("A"))[..], b"+OK\r\n");
+    assert_eq!(kv.pttl(b"lock"), 1_000);
+    assert_eq!(&apply(&kv, 2, 10_100, lock("B"))[..], b"$-1\r\n");
+    assert_eq!(kv.get(b"lock"), Some(b("A")));
+    // The same lock in the version-2 format: absolute, from the lagging clock, born expired.
+    let v2 = Bytes::from_static(&[
+        2, 0xc0, 0x3e, 1, 9, 4, b'l', b'o', b'c', b'k', 1, b'A', 0xa8, 0x46,
+    ]);
+    assert_eq!(
+        decode(&v2).unwrap().1,
+        Command::Set {
+            key: b("lock"),
+            value: b("A"),
+            cond: SetCond::IfAbsent,
+            get: false,
+            expiry: Some(Expiry::At(9_000)),
+            keep_ttl: false,
+        }
+    );
+    let old = Kv::new();
+    apply(&old, 0, 10_000, Command::Tick);
+    let rec = Record {
+        offset: Offset(1),
+        epoch: Epoch(1),
+        kind: RecordKind::Data,
+        payload: v2,
+    };
+    let mut out = Vec::new();
+    block_on(old.apply(&[rec], &mut out)).unwrap();
+    assert_eq!(&out[0][..], b"+OK\r\n");
+    assert_eq!(old.get(b"lock"), None, "old records keep their old meaning");
+}
+
+/// Goal: the leader can overwrite a version-3 record's stamp without decoding it, and leaves
+/// anything else alone.
+#[test]
+fn restamp_rewrites_only_the_stamp() {
+    let cmd = Command::IncrBy {
+        key: b("n"),
+        delta: 3,
+    };
+    let p = encode(0, &cmd);
+    let q = restamp(&p, 123_456).unwrap();
+    assert_eq!(decode(&q), Ok((123_456, cmd)));
+    assert_eq!(stamp_of(&q), Some(123_456));
+    assert_eq!(restamp(b"\x02\x00\x01", 5), None);
+    assert_eq!(restamp(b"", 5), None);
 }
 
 /// EXPIRE and PERSIST change only the expiry, follow their conditions (a key without an
@@ -409,7 +536,7 @@ fn expire_persist_and_their_conditions() {
     };
     let expire = |k: &str, at_ms: Option<u64>, cond| Command::Expire {
         key: b(k),
-        at_ms,
+        expiry: at_ms.map(Expiry::At),
         cond,
     };
     assert_eq!(
@@ -432,7 +559,11 @@ fn expire_persist_and_their_conditions() {
         ":1\r\n",
         "LT on no expiry"
     );
-    assert_eq!(kv.pttl(b"k", 1_000), 8_000);
+    assert_eq!(
+        kv.pttl(b"k"),
+        8_900,
+        "counted from the replicated clock, 100"
+    );
     assert_eq!(
         run(100, expire("k", Some(5_000), ExpireCond::IfNone)),
         ":0\r\n"
@@ -445,13 +576,13 @@ fn expire_persist_and_their_conditions() {
         run(100, expire("k", Some(20_000), ExpireCond::IfLater)),
         ":1\r\n"
     );
-    assert_eq!(kv.get(b"k", 1_000), Some(b("v")), "the value is untouched");
+    assert_eq!(kv.get(b"k"), Some(b("v")), "the value is untouched");
     assert_eq!(
         run(100, expire("k", None, ExpireCond::Always)),
         ":1\r\n",
         "PERSIST"
     );
-    assert_eq!(kv.pttl(b"k", 1_000), -1);
+    assert_eq!(kv.pttl(b"k"), -1);
     assert_eq!(
         run(100, expire("k", None, ExpireCond::Always)),
         ":0\r\n",
@@ -462,8 +593,8 @@ fn expire_persist_and_their_conditions() {
         run(30_000, expire("k", Some(29_000), ExpireCond::Always)),
         ":1\r\n"
     );
-    assert_eq!(kv.get(b"k", 0), None);
-    assert_eq!(kv.dbsize(0), 0);
+    assert_eq!(kv.get(b"k"), None);
+    assert_eq!(kv.dbsize(), 0);
 }
 
 /// A transaction applies as one record: its reads see its own earlier writes, and its
@@ -501,7 +632,7 @@ fn a_transaction_applies_at_once_with_its_reads() {
          *2\r\n$2\r\n5x\r\n$-1\r\n+PONG\r\n",
         "an error inside a transaction fails that command only, as in Redis"
     );
-    assert_eq!(kv.get(b"n", 0), Some(b("5x")));
+    assert_eq!(kv.get(b"n"), Some(b("5x")));
 }
 
 #[test]
@@ -512,7 +643,7 @@ fn incr_append_cas_and_conditions() {
         value: b("10"),
         cond,
         get,
-        expire_at_ms: None,
+        expiry: None,
         keep_ttl: false,
     };
     assert_eq!(
@@ -549,6 +680,6 @@ fn incr_append_cas_and_conditions() {
     };
     assert_eq!(&apply(&kv, 7, 1, cas("nope", "y"))[..], b":0\r\n");
     assert_eq!(&apply(&kv, 8, 1, cas("15x", "y"))[..], b":1\r\n");
-    assert_eq!(kv.get(b"k", 0), Some(b("y")));
+    assert_eq!(kv.get(b"k"), Some(b("y")));
     assert_eq!(kv.applied(), Offset(9));
 }

@@ -99,7 +99,7 @@ fn version_one_snapshots_still_load() {
     assert_eq!(again[0], 2);
     let copy = Kv::new();
     restore_bytes(&copy, Offset(6), again).unwrap();
-    assert_eq!(copy.get(b"a", 1_000), Some(b("1")));
+    assert_eq!(copy.get(b"a"), Some(b("1")));
     assert!(
         restore_bytes(&Kv::new(), Offset(4), v1_snapshot()).is_err(),
         "a snapshot of another offset is refused"

@@ -64,6 +64,8 @@ pub struct Cluster {
     unlisted_observers: bool,
     /// Nodes started with `run --join` instead of a voter list: the client ports they ask.
     join_addrs: std::collections::BTreeMap<u32, Vec<String>>,
+    /// Per-node environment variables (a shifted wall clock, for one).
+    envs: std::collections::BTreeMap<u32, Vec<(String, String)>>,
 }
 
 /// `(client, peer, metrics)` ports for `n` nodes.
@@ -128,6 +130,7 @@ impl Cluster {
             voters,
             unlisted_observers: false,
             join_addrs: Default::default(),
+            envs: Default::default(),
         };
         for n in &cluster.nodes {
             std::fs::write(cluster.config_path(n.id), cluster.config_text(n.id)).unwrap();
@@ -272,7 +275,15 @@ impl Cluster {
         format!("{top}\n{s}\n{tables}")
     }
 
-    fn spawn(&self, config: &Path, log: &Path, join: Option<&[String]>) -> Child {
+    /// Starts node `id` (from its next start on) with the environment variable `key=value`.
+    pub fn set_env(&mut self, id: u32, key: &str, value: &str) {
+        self.envs
+            .entry(id)
+            .or_default()
+            .push((key.to_string(), value.to_string()));
+    }
+
+    fn spawn(&self, id: u32, config: &Path, log: &Path, join: Option<&[String]>) -> Child {
         let log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -282,6 +293,9 @@ impl Cluster {
         cmd.args(["run", "--config"]).arg(config);
         if let Some(addrs) = join {
             cmd.arg("--join").arg(addrs.join(","));
+        }
+        for (k, v) in self.envs.get(&id).into_iter().flatten() {
+            cmd.env(k, v);
         }
         cmd.env("RUST_LOG", "info")
             .stdin(Stdio::null())
@@ -297,7 +311,7 @@ impl Cluster {
             if self.nodes[i].child.is_none() {
                 let id = self.nodes[i].id;
                 let join = self.join_addrs.get(&id).map(Vec::as_slice);
-                let child = self.spawn(&self.config_path(id), &self.log_path(id), join);
+                let child = self.spawn(id, &self.config_path(id), &self.log_path(id), join);
                 self.nodes[i].child = Some(child);
             }
         }
@@ -307,12 +321,26 @@ impl Cluster {
     pub fn restart_all(&mut self) {
         self.launch_all();
         for n in &self.nodes {
-            let port = n.client_port;
-            wait_until(&format!("node {} to answer PING", n.id), || {
-                Client::connect(port)
-                    .and_then(|mut c| c.try_cmd(&["PING"]))
-                    .is_ok_and(|v| v == Value::Simple("PONG".into()))
-            });
+            self.wait_for_ping(n.id, n.client_port);
+        }
+    }
+
+    /// Waits until node `id` answers PING on `port`; on the deadline, fails with the end of
+    /// its log (why it did not start, if it exited).
+    fn wait_for_ping(&self, id: u32, port: u16) {
+        let answered = poll(|| {
+            Client::connect(port)
+                .and_then(|mut c| c.try_cmd(&["PING"]))
+                .is_ok_and(|v| v == Value::Simple("PONG".into()))
+        });
+        if !answered {
+            let log = self.log_text(id);
+            let tail: Vec<&str> = log.lines().rev().take(30).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            panic!(
+                "timed out waiting for node {id} to answer PING; its log ends:\n{}",
+                tail.join("\n")
+            );
         }
     }
 
@@ -333,7 +361,7 @@ impl Cluster {
         std::fs::write(&config, text).unwrap();
         let log = self.dir.path().join(format!("alt{id}.log"));
         let _ = std::fs::remove_file(&log);
-        let mut child = self.spawn(&config, &log, None);
+        let mut child = self.spawn(id, &config, &log, None);
         let deadline = Instant::now() + DEADLINE;
         let ok = loop {
             if let Some(status) = child.try_wait().unwrap() {
@@ -523,15 +551,11 @@ impl Cluster {
             .expect("known node");
         if self.nodes[i].child.is_none() {
             let join = self.join_addrs.get(&id).map(Vec::as_slice);
-            let child = self.spawn(&self.config_path(id), &self.log_path(id), join);
+            let child = self.spawn(id, &self.config_path(id), &self.log_path(id), join);
             self.nodes[i].child = Some(child);
         }
         let port = self.nodes[i].client_port;
-        wait_until(&format!("node {id} to answer PING"), || {
-            Client::connect(port)
-                .and_then(|mut c| c.try_cmd(&["PING"]))
-                .is_ok_and(|v| v == Value::Simple("PONG".into()))
-        });
+        self.wait_for_ping(id, port);
     }
 
     pub fn kill(&mut self, id: u32) {
