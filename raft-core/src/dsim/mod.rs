@@ -20,6 +20,13 @@
 //! storage keeps what it acknowledged, as the storage contract requires; `lying_fsync` breaks
 //! that on purpose (a crash loses the last acknowledged records) to show the checks depend on
 //! it. Not simulated: clock drift (one virtual clock; the pure-core simulator varies drift).
+//!
+//! The operator (with `--membership`): founders' storage is formatted once with the founding
+//! set (keyed on three seeds in four); a lost disk comes back empty, with the host's file as
+//! it was (its original configuration, or the voters it learned, as `--join` writes them),
+//! never formatted again; a running host is sometimes restarted with an edited voter list
+//! (the stored set must win). A standalone founder's refusal to start on empty storage is
+//! counted, not a violation, and answered as its message says.
 
 mod clients;
 mod disk;
@@ -120,6 +127,11 @@ pub struct DriverSimReport {
     pub voter_changes: [u64; 3],
     /// Disks lost.
     pub wipes: u64,
+    /// Restarts with an edited voter list in the configuration.
+    pub config_edits: u64,
+    /// Starts refused for empty storage under a standalone configuration (an expected
+    /// outcome: the operator then starts the host with the voters it learns).
+    pub refused_starts: u64,
     /// Crashes, restarts, disk losses and voter changes with their virtual times.
     pub timeline: Vec<String>,
     /// Virtual time the run covered.
@@ -133,7 +145,7 @@ impl std::fmt::Display for DriverSimReport {
             f,
             "committed {} not applied {} unknown {} (applied {}) reads {} failed reads {} \
              inconclusive {} snapshots installed {} voter changes {}/{}/{} (committed/refused/\
-             unknown) disks lost {} virtual {:.1}s",
+             unknown) disks lost {} edited restarts {} refused starts {} virtual {:.1}s",
             self.committed,
             self.not_applied,
             self.unknown,
@@ -146,6 +158,8 @@ impl std::fmt::Display for DriverSimReport {
             self.voter_changes[1],
             self.voter_changes[2],
             self.wipes,
+            self.config_edits,
+            self.refused_starts,
             self.virtual_time.as_secs_f64()
         )
     }
@@ -234,6 +248,10 @@ async fn run_async(opts: DriverSimOptions) -> DriverSimReport {
             .load(std::sync::atomic::Ordering::Relaxed),
         voter_changes: [counts.committed, counts.refused, counts.unknown],
         wipes: counts.wipes,
+        config_edits: counts.edits,
+        refused_starts: world
+            .refused_starts
+            .load(std::sync::atomic::Ordering::Relaxed),
         timeline,
         virtual_time,
     }
