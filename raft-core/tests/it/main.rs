@@ -9,6 +9,7 @@
 //! <epoch> leader=<leader>`.
 
 mod by_hand;
+mod by_hand_bootstrap;
 mod by_hand_epochs;
 mod by_hand_membership;
 mod by_hand_reads;
