@@ -33,6 +33,7 @@ mod prevote;
 mod reads;
 mod replication;
 mod resign;
+mod sim_bootstrap;
 mod sim_seeds;
 mod snapshots;
 mod transfer;
