@@ -274,17 +274,20 @@ impl World {
         self.note(format_args!("{id}'s file now lists voters {voters:?}"));
     }
 
-    /// The voters a replica learns from the cluster, as `--join` does (it retries until a
-    /// leader answers): the set the newest running leader acts on, else every host.
+    /// The voters a replica learns from the cluster, as `--join` does (it retries until a node
+    /// in the newest epoch answers): the set of the running replica in the newest epoch (a
+    /// leader first, then the furthest high watermark), else every host.
     pub(super) async fn learned_voters(&self, except: usize) -> Vec<ReplicaId> {
         let me = self.id(except);
-        let mut best: Option<(crate::types::Epoch, Vec<ReplicaId>)> = None;
+        type Rank = (crate::types::Epoch, bool, crate::types::Offset);
+        let mut best: Option<(Rank, Vec<ReplicaId>)> = None;
         for j in (0..self.len()).filter(|j| *j != except) {
             if let Some((node, _)) = self.live(j) {
                 if let Some(status) = node.status().await {
-                    let newer = best.as_ref().is_none_or(|(e, _)| status.epoch > *e);
-                    if status.role == crate::types::Role::Leader && newer {
-                        best = Some((status.epoch, status.voter_set.ids().collect()));
+                    let leads = status.role == crate::types::Role::Leader;
+                    let rank = (status.epoch, leads, status.high_watermark);
+                    if best.as_ref().is_none_or(|(r, _)| rank > *r) {
+                        best = Some((rank, status.voter_set.ids().collect()));
                     }
                 }
             }
