@@ -39,6 +39,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::driver::ReadMode;
+use crate::types::ReplicaId;
 
 use self::clients::{run_session, Clients, History};
 use self::kv::{lock, KvOp, Tagged};
@@ -208,6 +209,12 @@ async fn run_async(opts: DriverSimOptions) -> DriverSimReport {
     let sessions: Vec<_> = (0..opts.sessions)
         .map(|s| tokio::spawn(run_session(clients.clone(), s, opts.seed, until)))
         .collect();
+    let leaders = Arc::new(LeaderWatch::default());
+    // With the operator's restarts (membership runs) election safety is watched as it
+    // happens; plain runs keep their interleavings as they were.
+    let watch = opts
+        .membership
+        .then(|| tokio::spawn(watch_leaders(world.clone(), leaders.clone())));
     let _ = faults.await;
     if let Some(changes) = changes {
         let _ = changes.await;
@@ -221,6 +228,13 @@ async fn run_async(opts: DriverSimOptions) -> DriverSimReport {
     if opts.membership {
         violations.extend(membership.check_final(&world).await);
     }
+    leaders
+        .stop
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(watch) = watch {
+        let _ = watch.await;
+    }
+    violations.extend(std::mem::take(&mut *lock(&leaders.violations)));
     let counts = membership.counts();
     let timeline = std::mem::take(&mut *lock(&world.timeline));
     let virtual_time = origin.elapsed();
@@ -254,6 +268,72 @@ async fn run_async(opts: DriverSimOptions) -> DriverSimReport {
             .load(std::sync::atomic::Ordering::Relaxed),
         timeline,
         virtual_time,
+    }
+}
+
+/// Who led each epoch, as the watch saw it, and the contradictions found.
+#[derive(Default)]
+struct LeaderWatch {
+    stop: std::sync::atomic::AtomicBool,
+    led: std::sync::Mutex<
+        std::collections::BTreeMap<crate::types::Epoch, (ReplicaId, Option<crate::DirectoryId>)>,
+    >,
+    violations: std::sync::Mutex<Vec<String>>,
+}
+
+/// How often the watch looks at every running replica's role-change counter.
+const WATCH_EVERY: Duration = Duration::from_millis(5);
+
+/// Election safety across every configuration and restart: every [`WATCH_EVERY`] until the
+/// run stops, each running replica whose role changed since the last look is asked for its
+/// status, and one that says it leads is recorded as the leader of its epoch, by id and
+/// directory (a replica that lost its disk is another replica). Two leaders of one epoch are
+/// a violation. Sampled, so a leadership shorter than the period may go unseen; it never
+/// reports one that did not happen.
+async fn watch_leaders(world: Arc<World>, watch: Arc<LeaderWatch>) {
+    use std::sync::atomic::Ordering;
+    // Per host: the incarnation's state machine (a new one per start) and its role changes.
+    let mut seen: Vec<Option<(Arc<kv::Kv>, u64)>> = vec![None; world.len()];
+    while !watch.stop.load(Ordering::Relaxed) {
+        for (i, last) in seen.iter_mut().enumerate() {
+            let Some((node, kv)) = world.live(i) else {
+                continue;
+            };
+            let changes = node.metrics().role_changes.load(Ordering::Relaxed);
+            let same = last
+                .as_ref()
+                .is_some_and(|(k, c)| Arc::ptr_eq(k, &kv) && *c == changes);
+            if same {
+                continue;
+            }
+            *last = Some((kv, changes));
+            let Some(s) = node.status().await else {
+                continue;
+            };
+            if s.role != crate::types::Role::Leader {
+                continue;
+            }
+            let me = (s.id, s.directory);
+            let mut led = lock(&watch.led);
+            match led.get(&s.epoch) {
+                Some(first) if *first != me => {
+                    let msg = format!(
+                        "election safety: epoch {} led by {} (directory {:?}) and by {} \
+                         (directory {:?})",
+                        s.epoch, first.0, first.1, me.0, me.1
+                    );
+                    let mut v = lock(&watch.violations);
+                    if !v.contains(&msg) {
+                        v.push(msg);
+                    }
+                }
+                Some(_) => {}
+                None => {
+                    led.insert(s.epoch, me);
+                }
+            }
+        }
+        tokio::time::sleep(WATCH_EVERY).await;
     }
 }
 

@@ -24,6 +24,7 @@ mod driver_membership;
 mod driver_outcomes;
 mod driver_panics;
 mod driver_sim;
+mod driver_sim_operator;
 mod driver_snapshots;
 mod election;
 mod liveness_checks;
