@@ -182,7 +182,9 @@ fn ci() -> Result<(), String> {
         "1".into(),
     ])?;
     // Membership (KIP-853): voter changes and disk losses, growing from one voter and
-    // changing a three-voter cluster.
+    // changing a three-voter cluster. The operator's actions are drawn too: a lost disk comes
+    // back with the host's own configuration (keyed founders on three seeds in four), a
+    // standalone founder's refused start is answered with learned voters.
     for (voters, observers, seeds) in [("1", "4", "1000"), ("3", "2", "1000")] {
         sim(&[
             "--seeds".into(),
@@ -207,7 +209,9 @@ fn ci() -> Result<(), String> {
     // leader-isolating adversary build it. Installing a snapshot the high watermark passed
     // needs an observer that, while downloading, learns a new epoch and probes its new leader,
     // which still holds the log far below that snapshot: the seeds where each replica keeps its
-    // own log retention build it. First catching seeds are in the README.
+    // own log retention build it. Trusting the configured set on an emptied disk shows when
+    // the standalone founder of a grown cluster loses its disk and is restarted with its file:
+    // it leads a cluster of its own. First catching seeds are in the README.
     for (planted, voters, observers, membership, seeds) in [
         ("hw-counts-unsynced-leader", "3", "0", false, "1000"),
         ("skip-epoch-start-check", "3", "0", false, "1000"),
@@ -221,6 +225,7 @@ fn ci() -> Result<(), String> {
         ("change-before-commit", "4", "2", true, "1000"),
         ("lease-without-drift-margin", "3", "0", false, "1000"),
         ("install-old-snapshot", "3", "2", false, "1000"),
+        ("bootstrap-on-empty-disk", "1", "4", true, "1000"),
     ] {
         let mut args: Vec<String> = [
             "--seeds",
@@ -301,8 +306,10 @@ fn ci() -> Result<(), String> {
         "--sessions".into(),
         "6".into(),
     ])?;
-    // The real driver with voter changes and disk losses: growing from one voter, and from
-    // three; then the planted bug only the driver simulator's liveness check finds.
+    // The real driver with voter changes, disk losses and the operator's restarts (a lost disk
+    // with the host's own file or learned voters, an edited voter list): growing from one
+    // voter, and from three; then the planted bug only the driver simulator's liveness check
+    // finds, and the start that trusts the configured set on an emptied disk.
     for (voters, observers) in [("3", "2"), ("1", "4")] {
         sim(&[
             "--driver",
@@ -327,6 +334,20 @@ fn ci() -> Result<(), String> {
         "--membership",
         "--planted",
         "ignore-later-candidates",
+        "--expect-catch",
+    ]
+    .map(String::from))?;
+    sim(&[
+        "--driver",
+        "--seeds",
+        "1000",
+        "--voters",
+        "1",
+        "--observers",
+        "4",
+        "--membership",
+        "--planted",
+        "bootstrap-on-empty-disk",
         "--expect-catch",
     ]
     .map(String::from))?;

@@ -124,6 +124,8 @@ struct Totals {
     snapshots: AtomicU64,
     changes: [AtomicU64; 3],
     wipes: AtomicU64,
+    edits: AtomicU64,
+    refused: AtomicU64,
 }
 
 fn main() {
@@ -174,6 +176,8 @@ fn main() {
                         add(total, n);
                     }
                     add(&totals.wipes, r.wipes);
+                    add(&totals.edits, r.config_edits);
+                    add(&totals.refused, r.refused_starts);
                     if args.verbose || args.single.is_some() {
                         println!("seed {seed}: {r}");
                     }
@@ -231,9 +235,10 @@ fn main() {
     let v = get(&totals.violations);
     println!(
         "dsim: {total} seeds, {v} violations in {} seeds ({} writes committed, {} not applied, \
-         {} unknown of which {} applied; {} reads, {} failed reads; {} register histories \
-         beyond the checker's bound; {} snapshots installed; voter changes {} committed, {} \
-         refused, {} unknown; {} disks lost; {:.1}s)",
+         {} unknown of which {} applied; {} reads, {} failed reads; {} inconclusive linearizability \
+         verdicts (register histories beyond the checker's bound); {} snapshots installed; voter \
+         changes {} committed, {} refused, {} unknown; {} disks lost; {} restarts with an edited \
+         voter list; {} starts refused as unformatted; {:.1}s)",
         get(&totals.failed_seeds),
         get(&totals.committed),
         get(&totals.not_applied),
@@ -247,6 +252,8 @@ fn main() {
         get(&totals.changes[1]),
         get(&totals.changes[2]),
         get(&totals.wipes),
+        get(&totals.edits),
+        get(&totals.refused),
         started.elapsed().as_secs_f64()
     );
     std::process::exit(if v == 0 { 0 } else { 1 });

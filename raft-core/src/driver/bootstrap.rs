@@ -2,7 +2,7 @@
 //! bootstrap checkpoint, written by `kafka-storage format`).
 //!
 //! A replica learns whether it votes only from its storage: the voter set a snapshot header
-//! carries, then the voter set records of its log. [`format`] writes the founding voter set as
+//! carries, then the voter set records of its log. [`format()`] writes the founding voter set as
 //! the header of an empty snapshot at offset 0, before the first start. Storage found empty at
 //! a start (never formatted, or wiped since) gets such a snapshot too, but naming only the
 //! configured voters other than this replica ([`crate::ValidatedConfig::start_voters`]): its

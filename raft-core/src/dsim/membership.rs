@@ -64,6 +64,7 @@ struct State {
     changes: Vec<(VoterChange, Told)>,
     violations: Vec<String>,
     wipes: u64,
+    edits: u64,
 }
 
 /// Counts for the run's report.
@@ -73,6 +74,7 @@ pub(super) struct MembershipCounts {
     pub(super) refused: u64,
     pub(super) unknown: u64,
     pub(super) wipes: u64,
+    pub(super) edits: u64,
 }
 
 impl Membership {
@@ -93,6 +95,7 @@ impl Membership {
             refused: count(Told::NotApplied),
             unknown: count(Told::Unknown),
             wipes: s.wipes,
+            edits: s.edits,
         }
     }
 
@@ -164,9 +167,10 @@ impl Membership {
     fn may_wipe(&self, world: &World, id: ReplicaId) -> bool {
         // A replica that has not yet fetched a static voter's removal still takes the emptied
         // machine for that voter (static entries match any directory) and may be elected with
-        // its vote: the amnesia no protocol survives. So a bootstrap voter is never wiped,
-        // even after its removal committed.
-        if world.is_bootstrap_voter(id) {
+        // its vote: the amnesia no protocol survives. So a static founder is never wiped, even
+        // after its removal committed. Keyed founders are: their lost disk restarts with their
+        // unchanged configuration, which names them a voter.
+        if world.is_static_founder(id) {
             return false;
         }
         let s = lock(&self.state);
@@ -236,7 +240,8 @@ fn told(result: &Result<crate::driver::Committed, VoterChangeError>) -> Told {
     }
 }
 
-/// The membership schedule: until `until`, a voter change or a disk loss every 0.3 to 1.5 s.
+/// The membership schedule: until `until`, a voter change, a disk loss or a restart with an
+/// edited configuration every 0.3 to 1.5 s.
 pub(super) async fn run_membership(
     world: Arc<World>,
     membership: Arc<Membership>,
@@ -248,6 +253,10 @@ pub(super) async fn run_membership(
         tokio::time::sleep(Duration::from_millis(rng.range(300, 1_500))).await;
         if rng.chance(0.15) {
             wipe_one(&world, &membership, &mut rng).await;
+            continue;
+        }
+        if rng.chance(0.1) {
+            restart_edited(&world, &membership, &mut rng).await;
             continue;
         }
         let Some((leader, set)) = leader_and_set(&world).await else {
@@ -326,8 +335,45 @@ async fn wipe_one(world: &Arc<World>, membership: &Membership, rng: &mut SimRng)
     }
     world.wipe(i).await;
     lock(&membership.state).wipes += 1;
+    // The machine comes back with the file it had (its original configuration), or, as a
+    // replacement set up with `--join`, with the voters it learns from the cluster when it
+    // starts: itself among them while its old key votes (`World::start`).
+    world.replace_later(i, rng.chance(0.3));
     let w = world.clone();
     let down = Duration::from_millis(rng.range(100, 2_000));
+    tokio::spawn(async move {
+        tokio::time::sleep(down).await;
+        w.start(i).await;
+    });
+}
+
+/// The operator edits one running host's voter list and restarts it: the list becomes only
+/// itself (a standalone file), the set in force, or any ids. Its storage holds a voter set, so
+/// the stored set must win; a later start on a lost disk reads the edited file too.
+async fn restart_edited(world: &Arc<World>, membership: &Membership, rng: &mut SimRng) {
+    let i = rng.below(world.len() as u64) as usize;
+    if world.live(i).is_none() {
+        return;
+    }
+    let id = world.id(i);
+    let all: Vec<ReplicaId> = (0..world.len()).map(|j| world.id(j)).collect();
+    let voters = match rng.below(3) {
+        0 => vec![id],
+        1 => world.learned_voters(i).await,
+        _ => {
+            let picked: Vec<ReplicaId> = all.iter().copied().filter(|_| rng.chance(0.5)).collect();
+            if picked.is_empty() {
+                vec![all[rng.below(all.len() as u64) as usize]]
+            } else {
+                picked
+            }
+        }
+    };
+    world.crash(i).await;
+    world.set_voters_file(i, voters);
+    lock(&membership.state).edits += 1;
+    let w = world.clone();
+    let down = Duration::from_millis(rng.range(50, 1_000));
     tokio::spawn(async move {
         tokio::time::sleep(down).await;
         w.start(i).await;

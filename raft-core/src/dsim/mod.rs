@@ -20,6 +20,13 @@
 //! storage keeps what it acknowledged, as the storage contract requires; `lying_fsync` breaks
 //! that on purpose (a crash loses the last acknowledged records) to show the checks depend on
 //! it. Not simulated: clock drift (one virtual clock; the pure-core simulator varies drift).
+//!
+//! The operator (with `--membership`): founders' storage is formatted once with the founding
+//! set (keyed on three seeds in four); a lost disk comes back empty, with the host's file as
+//! it was (its original configuration, or the voters it learned, as `--join` writes them),
+//! never formatted again; a running host is sometimes restarted with an edited voter list
+//! (the stored set must win). A standalone founder's refusal to start on empty storage is
+//! counted, not a violation, and answered as its message says.
 
 mod clients;
 mod disk;
@@ -32,6 +39,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::driver::ReadMode;
+use crate::types::ReplicaId;
 
 use self::clients::{run_session, Clients, History};
 use self::kv::{lock, KvOp, Tagged};
@@ -120,6 +128,11 @@ pub struct DriverSimReport {
     pub voter_changes: [u64; 3],
     /// Disks lost.
     pub wipes: u64,
+    /// Restarts with an edited voter list in the configuration.
+    pub config_edits: u64,
+    /// Starts refused for empty storage under a standalone configuration (an expected
+    /// outcome: the operator then starts the host with the voters it learns).
+    pub refused_starts: u64,
     /// Crashes, restarts, disk losses and voter changes with their virtual times.
     pub timeline: Vec<String>,
     /// Virtual time the run covered.
@@ -133,7 +146,7 @@ impl std::fmt::Display for DriverSimReport {
             f,
             "committed {} not applied {} unknown {} (applied {}) reads {} failed reads {} \
              inconclusive {} snapshots installed {} voter changes {}/{}/{} (committed/refused/\
-             unknown) disks lost {} virtual {:.1}s",
+             unknown) disks lost {} edited restarts {} refused starts {} virtual {:.1}s",
             self.committed,
             self.not_applied,
             self.unknown,
@@ -146,6 +159,8 @@ impl std::fmt::Display for DriverSimReport {
             self.voter_changes[1],
             self.voter_changes[2],
             self.wipes,
+            self.config_edits,
+            self.refused_starts,
             self.virtual_time.as_secs_f64()
         )
     }
@@ -194,6 +209,12 @@ async fn run_async(opts: DriverSimOptions) -> DriverSimReport {
     let sessions: Vec<_> = (0..opts.sessions)
         .map(|s| tokio::spawn(run_session(clients.clone(), s, opts.seed, until)))
         .collect();
+    let leaders = Arc::new(LeaderWatch::default());
+    // With the operator's restarts (membership runs) election safety is watched as it
+    // happens; plain runs keep their interleavings as they were.
+    let watch = opts
+        .membership
+        .then(|| tokio::spawn(watch_leaders(world.clone(), leaders.clone())));
     let _ = faults.await;
     if let Some(changes) = changes {
         let _ = changes.await;
@@ -207,6 +228,13 @@ async fn run_async(opts: DriverSimOptions) -> DriverSimReport {
     if opts.membership {
         violations.extend(membership.check_final(&world).await);
     }
+    leaders
+        .stop
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(watch) = watch {
+        let _ = watch.await;
+    }
+    violations.extend(std::mem::take(&mut *lock(&leaders.violations)));
     let counts = membership.counts();
     let timeline = std::mem::take(&mut *lock(&world.timeline));
     let virtual_time = origin.elapsed();
@@ -234,8 +262,78 @@ async fn run_async(opts: DriverSimOptions) -> DriverSimReport {
             .load(std::sync::atomic::Ordering::Relaxed),
         voter_changes: [counts.committed, counts.refused, counts.unknown],
         wipes: counts.wipes,
+        config_edits: counts.edits,
+        refused_starts: world
+            .refused_starts
+            .load(std::sync::atomic::Ordering::Relaxed),
         timeline,
         virtual_time,
+    }
+}
+
+/// Who led each epoch, as the watch saw it, and the contradictions found.
+#[derive(Default)]
+struct LeaderWatch {
+    stop: std::sync::atomic::AtomicBool,
+    led: std::sync::Mutex<
+        std::collections::BTreeMap<crate::types::Epoch, (ReplicaId, Option<crate::DirectoryId>)>,
+    >,
+    violations: std::sync::Mutex<Vec<String>>,
+}
+
+/// How often the watch looks at every running replica's role-change counter.
+const WATCH_EVERY: Duration = Duration::from_millis(5);
+
+/// Election safety across every configuration and restart: every [`WATCH_EVERY`] until the
+/// run stops, each running replica whose role changed since the last look is asked for its
+/// status, and one that says it leads is recorded as the leader of its epoch, by id and
+/// directory (a replica that lost its disk is another replica). Two leaders of one epoch are
+/// a violation. Sampled, so a leadership shorter than the period may go unseen; it never
+/// reports one that did not happen.
+async fn watch_leaders(world: Arc<World>, watch: Arc<LeaderWatch>) {
+    use std::sync::atomic::Ordering;
+    // Per host: the incarnation's state machine (a new one per start) and its role changes.
+    let mut seen: Vec<Option<(Arc<kv::Kv>, u64)>> = vec![None; world.len()];
+    while !watch.stop.load(Ordering::Relaxed) {
+        for (i, last) in seen.iter_mut().enumerate() {
+            let Some((node, kv)) = world.live(i) else {
+                continue;
+            };
+            let changes = node.metrics().role_changes.load(Ordering::Relaxed);
+            let same = last
+                .as_ref()
+                .is_some_and(|(k, c)| Arc::ptr_eq(k, &kv) && *c == changes);
+            if same {
+                continue;
+            }
+            *last = Some((kv, changes));
+            let Some(s) = node.status().await else {
+                continue;
+            };
+            if s.role != crate::types::Role::Leader {
+                continue;
+            }
+            let me = (s.id, s.directory);
+            let mut led = lock(&watch.led);
+            match led.get(&s.epoch) {
+                Some(first) if *first != me => {
+                    let msg = format!(
+                        "election safety: epoch {} led by {} (directory {:?}) and by {} \
+                         (directory {:?})",
+                        s.epoch, first.0, first.1, me.0, me.1
+                    );
+                    let mut v = lock(&watch.violations);
+                    if !v.contains(&msg) {
+                        v.push(msg);
+                    }
+                }
+                Some(_) => {}
+                None => {
+                    led.insert(s.epoch, me);
+                }
+            }
+        }
+        tokio::time::sleep(WATCH_EVERY).await;
     }
 }
 

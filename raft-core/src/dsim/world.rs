@@ -63,9 +63,13 @@ pub(super) struct Host {
     incarnation: u64,
     /// The id of its current storage directory; a disk loss makes a new one.
     directory: DirectoryId,
-    /// Its disk was lost: it starts as a joiner, with the other hosts as contacts, until its
-    /// log or a snapshot names the voters.
-    reformatted: bool,
+    /// The voters its configuration file lists, when the operator changed them (an edited
+    /// list, or voters learned from the cluster as `--join` writes them); `None`: the file it
+    /// was first started with. A lost disk does not change the file.
+    voters_file: Option<Vec<ReplicaId>>,
+    /// Its disk was lost and it has not run since: `Some(join)`, where `join` says the
+    /// replacement is started with the voters it learns from the cluster.
+    replacement: Option<bool>,
     /// The running node and its state machine; `None` while crashed.
     pub(super) live: Option<(Node, Arc<Kv>)>,
     /// The current incarnation's switch on its stores (see [`Disk`]).
@@ -79,7 +83,15 @@ pub(super) struct World {
     pub(super) links: Arc<Mutex<Links>>,
     voters: Vec<ReplicaId>,
     observers: Vec<ReplicaId>,
+    /// The founding voter set every founder's storage is formatted with: keyed (each founder
+    /// with its first directory id) or static (ids only, as storage from before formatting).
+    founding: crate::voters::VoterSet,
     opts: DriverSimOptions,
+    /// Starts refused because the storage was empty and the configuration named no other
+    /// replica (a standalone founder that lost its disk: expected, not a violation), each
+    /// answered by the operator's documented step: a start with the voters it learns from the
+    /// cluster, as an observer.
+    pub(super) refused_starts: AtomicU64,
     /// Restarts that failed (a violation: a replica must always come back).
     pub(super) start_failures: Mutex<Vec<String>>,
     /// Snapshots installed by incarnations that ended.
@@ -116,18 +128,41 @@ impl World {
                 snapshots: Arc::new(MemSnapshots::new()),
                 ledger: Arc::default(),
                 incarnation: 0,
-                directory: DirectoryId((u128::from(id.0) << 64) | 1),
-                reformatted: false,
+                directory: first_directory(*id),
+                voters_file: None,
+                replacement: None,
                 live: None,
                 alive: Arc::new(AtomicBool::new(false)),
             })
             .collect();
+        // With voter changes, three seeds in four format the founders with their directory
+        // ids, so that a founder's lost disk is drawn too; the fourth keeps static founders (as
+        // storage from before formatting has them), whose disks are never lost.
+        let keyed = opts.membership && !opts.seed.is_multiple_of(4);
+        let founding = if keyed {
+            crate::voters::VoterSet::from_entries(voters.iter().map(|id| {
+                let voter = crate::voters::Voter {
+                    directory: Some(first_directory(*id)),
+                    endpoint: format!("sim-{id}"),
+                };
+                (*id, voter)
+            }))
+            .expect("a valid founding set")
+        } else {
+            let mut c = Config::new(voters[0], voters.iter().copied());
+            c.directory = opts.membership.then(|| first_directory(voters[0]));
+            c.validate()
+                .map(|c| c.bootstrap_voters())
+                .unwrap_or_default()
+        };
         World {
             hosts: Mutex::new(hosts),
             net,
             links,
             voters,
             observers,
+            founding,
+            refused_starts: AtomicU64::new(0),
             opts: opts.clone(),
             start_failures: Mutex::default(),
             snapshots_installed: AtomicU64::new(0),
@@ -164,34 +199,36 @@ impl World {
             .map_or(DirectoryId(0), |h| h.directory)
     }
 
-    /// Whether `id` is one of the configured (static) voters.
-    pub(super) fn is_bootstrap_voter(&self, id: ReplicaId) -> bool {
-        self.voters.contains(&id)
+    /// Whether `id` is a founder named without a directory id (a static founding set): a
+    /// replica that has not fetched its removal takes any machine with that id for it.
+    pub(super) fn is_static_founder(&self, id: ReplicaId) -> bool {
+        self.founding.get(id).is_some_and(|v| v.directory.is_none())
     }
 
-    /// The voter set every host starts from.
+    /// The voter set the founders' storage is formatted with.
     pub(super) fn bootstrap_voters(&self) -> Option<crate::voters::VoterSet> {
-        let first = *self.voters.first()?;
-        let directory = self.directory_of(first);
-        Some(
-            self.config(first, directory, false)
-                .validate()
-                .ok()?
-                .bootstrap_voters(),
-        )
+        (!self.founding.is_empty()).then(|| self.founding.clone())
     }
 
-    fn config(&self, id: ReplicaId, directory: DirectoryId, reformatted: bool) -> Config {
-        let mut c = if reformatted {
-            // A reformatted machine is never bootstrapped as a voter again (that would be a
-            // static voter without its data); the others are its contacts.
-            let mut c = Config::new(id, self.all_ids().filter(|o| *o != id));
-            c.observers = std::iter::once(id).collect();
-            c
-        } else {
-            let mut c = Config::new(id, self.voters.iter().copied());
-            c.observers = self.observers.iter().copied().collect();
-            c
+    /// The configuration of host `id`: its file's voters (the founders, or what the operator
+    /// put there since), every other host as an observer.
+    fn config(
+        &self,
+        id: ReplicaId,
+        directory: DirectoryId,
+        voters: Option<&[ReplicaId]>,
+    ) -> Config {
+        let mut c = match voters {
+            Some(listed) => {
+                let mut c = Config::new(id, listed.iter().copied());
+                c.observers = self.all_ids().filter(|o| !listed.contains(o)).collect();
+                c
+            }
+            None => {
+                let mut c = Config::new(id, self.voters.iter().copied());
+                c.observers = self.observers.iter().copied().collect();
+                c
+            }
         };
         if self.opts.membership {
             c.directory = Some(directory);
@@ -211,6 +248,56 @@ impl World {
         c
     }
 
+    /// The voters host `i`'s configuration file lists now.
+    pub(super) fn voters_file(&self, i: usize) -> Vec<ReplicaId> {
+        let hosts = lock(&self.hosts);
+        hosts[i]
+            .voters_file
+            .clone()
+            .unwrap_or_else(|| self.voters.clone())
+    }
+
+    /// Marks host `i`, whose disk was just lost, as a replacement machine for its next start
+    /// (`join`: started with the voters it learns from the cluster).
+    pub(super) fn replace_later(&self, i: usize, join: bool) {
+        lock(&self.hosts)[i].replacement = Some(join);
+    }
+
+    /// The operator edits host `i`'s configuration file: its voters become `voters` (taking
+    /// effect at its next start).
+    pub(super) fn set_voters_file(&self, i: usize, voters: Vec<ReplicaId>) {
+        let id = {
+            let mut hosts = lock(&self.hosts);
+            hosts[i].voters_file = Some(voters.clone());
+            hosts[i].id
+        };
+        self.note(format_args!("{id}'s file now lists voters {voters:?}"));
+    }
+
+    /// The voters a replica learns from the cluster, as `--join` does (it retries until a node
+    /// in the newest epoch answers): the set of the running replica in the newest epoch (a
+    /// leader first, then the furthest high watermark), else every host.
+    pub(super) async fn learned_voters(&self, except: usize) -> Vec<ReplicaId> {
+        let me = self.id(except);
+        type Rank = (crate::types::Epoch, bool, crate::types::Offset);
+        let mut best: Option<(Rank, Vec<ReplicaId>)> = None;
+        for j in (0..self.len()).filter(|j| *j != except) {
+            if let Some((node, _)) = self.live(j) {
+                if let Some(status) = node.status().await {
+                    let leads = status.role == crate::types::Role::Leader;
+                    let rank = (status.epoch, leads, status.high_watermark);
+                    if best.as_ref().is_none_or(|(r, _)| rank > *r) {
+                        best = Some((rank, status.voter_set.ids().collect()));
+                    }
+                }
+            }
+        }
+        match best {
+            Some((_, ids)) if ids.iter().any(|v| *v != me) => ids,
+            _ => self.all_ids().collect(),
+        }
+    }
+
     fn all_ids(&self) -> impl Iterator<Item = ReplicaId> + '_ {
         self.voters.iter().chain(&self.observers).copied()
     }
@@ -225,7 +312,6 @@ impl World {
         h.election = Arc::new(MemElectionStore::new());
         h.snapshots = Arc::new(MemSnapshots::new());
         h.directory = DirectoryId(h.directory.0 + 1);
-        h.reformatted = true;
         let (id, directory) = (h.id, h.directory);
         drop(hosts);
         self.note(format_args!(
@@ -233,13 +319,60 @@ impl World {
         ));
     }
 
-    /// Starts host `i` on its durable parts with a fresh state machine.
+    /// Starts host `i` on its durable parts with a fresh state machine, with the configuration
+    /// its file holds. A founder's storage is formatted with the founding set before its
+    /// first start (only then: a lost disk is not formatted again). A start refused for empty
+    /// storage under a standalone configuration is answered as the refusal says: the operator
+    /// starts it again with the voters it learns from the cluster.
     pub(super) async fn start(&self, i: usize) {
-        let (id, parts, kv, seed, directory, reformatted, first) = {
+        let replacement = {
+            let mut hosts = lock(&self.hosts);
+            if hosts[i].live.is_some() {
+                return;
+            }
+            hosts[i].replacement.take()
+        };
+        if let Some(join) = replacement {
+            // A file whose other voters are all gone from the set in force (a grown cluster
+            // whose founder was removed) leads nowhere: the operator follows the replacement
+            // steps and starts it with learned voters. A file naming no other replica (a
+            // standalone founder's) is kept: its start is refused, and answered below.
+            let id = self.id(i);
+            let learned = self.learned_voters(i).await;
+            let others: Vec<ReplicaId> = self
+                .voters_file(i)
+                .into_iter()
+                .filter(|v| *v != id)
+                .collect();
+            let leads_nowhere = !others.is_empty() && !others.iter().any(|v| learned.contains(v));
+            if join || leads_nowhere {
+                self.set_voters_file(i, learned);
+            }
+        }
+        for attempt in 0..2 {
+            match self.start_once(i).await {
+                Err(crate::driver::StartError::NotFormatted(e)) if attempt == 0 => {
+                    self.refused_starts.fetch_add(1, Ordering::Relaxed);
+                    self.note(format_args!("start refused: {e}"));
+                    let learned = self.learned_voters(i).await;
+                    self.set_voters_file(i, learned);
+                }
+                Err(e) => {
+                    let id = self.id(i);
+                    lock(&self.start_failures).push(format!("restart of {id}: {e}"));
+                    return;
+                }
+                Ok(()) => return,
+            }
+        }
+    }
+
+    async fn start_once(&self, i: usize) -> Result<(), crate::driver::StartError> {
+        let (id, parts, kv, seed, directory, voters_file, first) = {
             let mut hosts = lock(&self.hosts);
             let h = &mut hosts[i];
             if h.live.is_some() {
-                return;
+                return Ok(());
             }
             h.incarnation += 1;
             h.alive = Arc::new(AtomicBool::new(true));
@@ -263,15 +396,18 @@ impl World {
                 kv,
                 seed,
                 h.directory,
-                h.reformatted,
+                h.voters_file.clone(),
                 h.incarnation == 1,
             )
         };
-        let cfg = match self.config(id, directory, reformatted).validate() {
+        let cfg = match self
+            .config(id, directory, voters_file.as_deref())
+            .validate()
+        {
             Ok(c) => c,
             Err(e) => {
                 lock(&self.start_failures).push(format!("config of {id}: {e}"));
-                return;
+                return Ok(());
             }
         };
         let options = DriverOptions {
@@ -282,19 +418,17 @@ impl World {
             test_ignore_write_sessions: self.opts.ignore_write_sessions,
             ..DriverOptions::default()
         };
-        if first && !reformatted && cfg.voters.contains(&id) {
+        if first && self.voters.contains(&id) {
             // The operator formats each founding voter once, before its first start.
-            if let Err(e) = crate::driver::format(&*parts.snapshots, &cfg.bootstrap_voters()).await
-            {
+            if let Err(e) = crate::driver::format(&*parts.snapshots, &self.founding).await {
                 lock(&self.start_failures).push(format!("format of {id}: {e}"));
-                return;
+                return Ok(());
             }
         }
         self.note(format_args!("{id} starts"));
-        match Node::start(cfg, parts, options).await {
-            Ok(node) => lock(&self.hosts)[i].live = Some((node, kv)),
-            Err(e) => lock(&self.start_failures).push(format!("restart of {id}: {e}")),
-        }
+        let node = Node::start(cfg, parts, options).await?;
+        lock(&self.hosts)[i].live = Some((node, kv));
+        Ok(())
     }
 
     /// Crashes host `i`: its tasks stop at once, its state machine is gone, its stores keep
@@ -339,6 +473,11 @@ impl World {
             self.crash(i).await;
         }
     }
+}
+
+/// The directory id host `id` is first started with.
+fn first_directory(id: ReplicaId) -> DirectoryId {
+    DirectoryId((u128::from(id.0) << 64) | 1)
 }
 
 /// Negative control for the storage contract: drops up to five records from the end of a log

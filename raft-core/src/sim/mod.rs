@@ -203,6 +203,10 @@ fn run_inner(options: RunOptions) -> RunReport {
         count_arrivals: options.count_arrivals,
         membership: options.membership,
         planted: options.planted,
+        // With voter changes, three seeds in four format the founders with their directory
+        // ids (so a founding voter's lost disk is drawn too); the fourth keeps static founders,
+        // as storage from before formatting has them.
+        keyed_founders: options.membership && !options.seed.is_multiple_of(4),
         ..defaults
     });
     cluster.set_workload(true);

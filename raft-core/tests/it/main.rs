@@ -9,6 +9,7 @@
 //! <epoch> leader=<leader>`.
 
 mod by_hand;
+mod by_hand_bootstrap;
 mod by_hand_epochs;
 mod by_hand_membership;
 mod by_hand_reads;
@@ -24,6 +25,7 @@ mod driver_membership;
 mod driver_outcomes;
 mod driver_panics;
 mod driver_sim;
+mod driver_sim_operator;
 mod driver_snapshots;
 mod driver_stamp;
 mod election;
@@ -34,6 +36,7 @@ mod prevote;
 mod reads;
 mod replication;
 mod resign;
+mod sim_bootstrap;
 mod sim_seeds;
 mod snapshots;
 mod transfer;

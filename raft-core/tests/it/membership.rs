@@ -15,7 +15,7 @@ fn add(c: &raft_core::sim::Cluster, id: u32) -> VoterChange {
 }
 
 /// Adds `id` on `leader` once it has caught up (retrying refusals for a bounded while).
-fn add_when_caught_up(c: &mut raft_core::sim::Cluster, leader: u32, id: u32) -> bool {
+pub(crate) fn add_when_caught_up(c: &mut raft_core::sim::Cluster, leader: u32, id: u32) -> bool {
     for _ in 0..100 {
         let change = add(c, id);
         if c.change_voters(leader, change).is_ok() {

@@ -24,6 +24,9 @@ impl Cluster {
     }
 
     pub(super) fn start_host(&mut self, i: usize) {
+        let Some(base) = self.start_set(i) else {
+            return;
+        };
         let now = self.local_time(i);
         let seed = self.rng.next_u64();
         let latest = self.hosts[i]
@@ -38,6 +41,9 @@ impl Cluster {
                 && (id.offset.0 as usize) <= h.log.len()
                 && (id.offset == Offset::ZERO || h.log[id.offset.0 as usize - 1].epoch == id.epoch);
             if !continues {
+                if self.beyond_committed(i, id.offset) {
+                    return;
+                }
                 let ghost = self.committed_prefix(id.offset);
                 let h = &mut self.hosts[i];
                 h.log = ghost.clone();
@@ -56,7 +62,7 @@ impl Cluster {
         // The host's log holds every record from offset 0 (a purged prefix stays readable
         // here), so the voter sets are found by scanning it, as the driver scans its log
         // above the set its snapshot carries.
-        let voters = voter_history(&h.cfg, &h.log);
+        let voters = voter_history(base, &h.log);
         h.replica = Some(Replica::new(
             h.cfg.clone(),
             h.election,
@@ -69,6 +75,66 @@ impl Cluster {
         h.last_hwm = Offset::ZERO;
         h.tick_at = None;
         self.step_host(i, Input::Tick);
+    }
+
+    /// The voter set host `i` starts from, as the driver finds it: the set its storage holds
+    /// (formatted, or written at its first start), else [`ValidatedConfig::start_voters`]
+    /// (kept in storage when the storage was empty, so that later starts agree). A start the
+    /// rule refuses (empty storage, a standalone configuration) is answered the documented
+    /// way: the operator starts it with the voters it learns from the cluster, as `--join`
+    /// does, and it comes back as an observer. `None` only if even that is refused.
+    fn start_set(&mut self, i: usize) -> Option<VoterSet> {
+        for attempt in 0..2 {
+            let h = &self.hosts[i];
+            if let Some(set) = &h.formatted {
+                return Some(set.clone());
+            }
+            let empty = h.log.is_empty() && h.election.is_none() && h.snapshots.is_empty();
+            match h.cfg.start_voters(empty) {
+                Ok(set) => {
+                    if empty {
+                        self.hosts[i].formatted = Some(set.clone());
+                    }
+                    return Some(set);
+                }
+                Err(refused) => {
+                    let t = self.now.as_millis();
+                    self.trace.push(format!("{t}ms {refused}"));
+                    self.refusals += 1;
+                    if attempt == 1 {
+                        return None;
+                    }
+                    let me = self.hosts[i].id;
+                    let mut learned: Vec<u32> = match self.leading_voters() {
+                        Some((_, set)) => set.ids().map(|r| r.0).collect(),
+                        None => Vec::new(),
+                    };
+                    if learned.iter().all(|v| *v == me.0) {
+                        learned = (1..=self.hosts.len() as u32).collect();
+                    }
+                    self.set_config_voters(me.0, &learned);
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether a snapshot host `i` installs ends beyond the committed prefix: records no
+    /// majority committed reached a snapshot (a forked leader's, say). Reported, and the run
+    /// stops there: the host model keeps below a snapshot the committed records only.
+    pub(super) fn beyond_committed(&mut self, i: usize, end: Offset) -> bool {
+        let committed = self.checker.committed().len();
+        if end.0 as usize <= committed {
+            return false;
+        }
+        let id = self.hosts[i].id;
+        let msg = format!(
+            "S6 {id} installs a snapshot up to {end}, beyond the committed prefix ({committed} \
+             records): it holds records the cluster never committed"
+        );
+        self.checker.report(self.now, msg);
+        self.queue.clear();
+        true
     }
 
     pub(super) fn crash_host(&mut self, i: usize) {
@@ -270,6 +336,9 @@ impl Cluster {
                     self.hosts[i].log_start = *start;
                 }
                 LogOp::Reset { start, .. } => {
+                    if self.beyond_committed(i, start.offset) {
+                        return;
+                    }
                     let ghost = self.committed_prefix(start.offset);
                     let h = &mut self.hosts[i];
                     h.log = ghost;
@@ -394,6 +463,9 @@ impl Cluster {
     /// Restores the state machine from an installed snapshot and checks it against the
     /// committed log.
     pub(super) fn restore_snapshot(&mut self, i: usize, id: OffsetAndEpoch) {
+        if self.beyond_committed(i, id.offset) {
+            return;
+        }
         let h = &self.hosts[i];
         let who = h.id;
         if h.replica.as_ref().is_some_and(|r| r.role() == Role::Leader) {
@@ -460,7 +532,7 @@ impl Cluster {
                 };
                 let committed = self.checker.committed();
                 let below = &committed[..(id.offset.0 as usize).min(committed.len())];
-                let voters = voter_history(&self.hosts[i].cfg, below).latest().clone();
+                let voters = voter_history(self.founding.clone(), below).latest().clone();
                 Some(Input::SnapshotDownloaded {
                     id,
                     verified,
@@ -544,10 +616,10 @@ pub(crate) fn read_range(log: &[Record], range: crate::protocol::RecordRange) ->
     out
 }
 
-/// The voter sets along `log` (every record from offset 0): the bootstrap set, then each voter
-/// set record.
-pub(super) fn voter_history(cfg: &ValidatedConfig, log: &[Record]) -> VoterHistory {
-    let mut history = VoterHistory::new(cfg.bootstrap_voters());
+/// The voter sets along `log` (every record from offset 0): `base` (the set the storage was
+/// formatted with), then each voter set record.
+pub(super) fn voter_history(base: VoterSet, log: &[Record]) -> VoterHistory {
+    let mut history = VoterHistory::new(base);
     for r in log.iter().filter(|r| r.kind == crate::RecordKind::Voters) {
         let (set, _) = crate::codec::decode_voters(&r.payload).expect("the core wrote this set");
         history.push(r.offset, set);

@@ -41,8 +41,10 @@ impl Cluster {
     }
 
     /// Disk loss: crashes replica `id` (if it runs) and replaces its storage with an empty
-    /// directory under a new directory id, as a reformatted machine would come back. It stays
-    /// down until [`Cluster::restart`].
+    /// directory under a new directory id. Its configuration stays what the operator left
+    /// (its original one, unless [`Cluster::set_config_voters`] edited it): it is not formatted
+    /// again, so its start makes it an observer of its configured voters, or is refused for a
+    /// standalone founder ([`Cluster::restart`]). It stays down until then.
     pub fn wipe(&mut self, id: u32) {
         let i = self.index(ReplicaId(id));
         let epoch = self.hosts[i].replica.as_ref().map(|r| r.epoch());
@@ -68,29 +70,48 @@ impl Cluster {
         h.election_pending = None;
         h.kv.clear();
         h.kv_applied = Offset::ZERO;
+        h.formatted = None;
         let old = h.cfg.directory.expect("every host has a directory");
         let mut cfg = h.cfg.clone().into_inner();
         cfg.directory = Some(DirectoryId(old.0 + 1));
-        // A reformatted machine joins; it is never bootstrapped again as a voter (that would be
-        // a second standalone cluster, or a static voter without its data). The other hosts
-        // are its contacts until its log or a snapshot names the voters.
+        h.cfg = cfg.validate().expect("only the directory changed");
         let me = h.id;
-        cfg.voters = (1..=self.hosts.len() as u32)
-            .map(ReplicaId)
-            .filter(|r| *r != me)
-            .collect();
-        cfg.observers = std::iter::once(me).collect();
-        let h = &mut self.hosts[i];
-        h.cfg = cfg
-            .validate()
-            .expect("only the directory and contacts changed");
         self.checker.forget_replica(me);
         let t = self.now.as_millis();
         self.trace.push(format!("{t}ms r{id} lost its disk"));
     }
 
+    /// The operator edits replica `id`'s configured voters (its other configured ids become
+    /// observers); it takes effect at its next start. Storage that holds a voter set ignores
+    /// it (the stored set wins); empty storage takes the voters other than itself as contacts.
+    pub fn set_config_voters(&mut self, id: u32, voters: &[u32]) {
+        let i = self.index(ReplicaId(id));
+        let n = self.hosts.len() as u32;
+        let mut cfg = self.hosts[i].cfg.clone().into_inner();
+        cfg.voters = voters.iter().copied().map(ReplicaId).collect();
+        cfg.observers = (1..=n)
+            .map(ReplicaId)
+            .filter(|r| !cfg.voters.contains(r))
+            .collect();
+        self.hosts[i].cfg = cfg.validate().expect("an edited voter list is valid");
+        let t = self.now.as_millis();
+        self.trace
+            .push(format!("{t}ms r{id} configured with voters {voters:?}"));
+    }
+
+    /// The founding voter set (what the founders' storage was formatted with).
+    pub fn founding_voters(&self) -> &VoterSet {
+        &self.founding
+    }
+
+    /// Starts refused so far because the storage was empty and the configuration named no
+    /// other replica (each then answered by a start with learned voters).
+    pub fn refused_starts(&self) -> u64 {
+        self.refusals
+    }
+
     /// The voter set in force on the newest leader (or on replica 1 when none leads).
-    fn leading_voters(&self) -> Option<(u32, VoterSet)> {
+    pub(super) fn leading_voters(&self) -> Option<(u32, VoterSet)> {
         let l = self.leader()?;
         Some((l, self.replica(l).voters().clone()))
     }
@@ -206,6 +227,14 @@ impl Cluster {
                 };
                 if self.may_wipe(ReplicaId(id)) {
                     self.wipe(id);
+                    if self.membership_rng.chance(0.3) {
+                        // A replacement machine started with the voters it learns from the
+                        // cluster, itself among them while its old key votes (as `--join`
+                        // made such configurations): the learned list names it, and its empty
+                        // storage must still make it an observer.
+                        let learned: Vec<u32> = set.ids().map(|r| r.0).collect();
+                        self.set_config_voters(id, &learned);
+                    }
                     let down = self
                         .rng
                         .range(1, self.opts.faults.downtime_max.as_nanos().max(2) as u64);
@@ -249,7 +278,10 @@ impl Cluster {
         for h in &self.hosts {
             let set = match &h.replica {
                 Some(r) => r.voters().clone(),
-                None => super::host::voter_history(&h.cfg, &h.log).latest().clone(),
+                None => {
+                    let base = h.formatted.clone().unwrap_or_else(|| self.founding.clone());
+                    super::host::voter_history(base, &h.log).latest().clone()
+                }
             };
             sets.push(set);
         }
@@ -310,7 +342,8 @@ impl Cluster {
             return;
         };
         let latest = replica.voters().clone();
-        let below = super::host::voter_history(&h.cfg, &h.log[..n - 1])
+        let base = h.formatted.clone().unwrap_or_else(|| self.founding.clone());
+        let below = super::host::voter_history(base, &h.log[..n - 1])
             .latest()
             .clone();
         for set in [&latest, &below] {

@@ -26,8 +26,9 @@ use crate::protocol::{
     ReadMode, Replica, SnapshotOp, TransferError, VoterHistory,
 };
 use crate::types::{
-    ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, ReplicaId, Role,
+    DirectoryId, ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, ReplicaId, Role,
 };
+use crate::voters::{Voter, VoterSet};
 
 mod config;
 mod fault_schedule;
@@ -81,6 +82,11 @@ pub struct ClusterOptions {
     pub membership: bool,
     /// A planted mistake in a protocol rule, on every replica.
     pub planted: Option<crate::planted::Planted>,
+    /// The founders' storage is formatted with every founding voter's directory id (a keyed
+    /// founding set, as `raft-node format` writes it); otherwise with the configured ids alone
+    /// (static voters, as storage from before formatting knew them). A single founder is
+    /// keyed either way (a standalone bootstrap binds its directory).
+    pub keyed_founders: bool,
     /// Each replica's clock rate relative to true time, by id order, in place of the rates the
     /// drift setting draws (a scenario that needs one slow clock names it).
     pub clock_rates: Option<Vec<f64>>,
@@ -104,6 +110,7 @@ impl Default for ClusterOptions {
             count_arrivals: false,
             membership: false,
             planted: None,
+            keyed_founders: false,
             clock_rates: None,
         }
     }
@@ -192,6 +199,10 @@ struct Host {
     read_index_sent: u64,
     /// The newest epoch this host may have led before it lost its disk ([`Cluster::wipe`]).
     forgotten_epoch: Epoch,
+    /// The voter set its storage holds from formatting (a founder's founding set) or from its
+    /// first start on empty storage (its contacts, [`ValidatedConfig::start_voters`]); `None`
+    /// for a disk that was never started on, or was lost since.
+    formatted: Option<VoterSet>,
 }
 
 /// A simulated cluster. See the module documentation.
@@ -255,7 +266,14 @@ pub struct Cluster {
     /// Messages held by the leader-isolating adversary ([`Faults::hold_at_isolation`]).
     isolation_hold: fault_schedule::IsolationHold,
     /// How much of the committed log was scanned for voter sets, and the newest found.
-    committed_voters: (usize, crate::voters::VoterSet),
+    committed_voters: (usize, VoterSet),
+    /// The founding voter set the founders' storage was formatted with: the set in force
+    /// before the log names one.
+    founding: VoterSet,
+    /// Starts refused because the storage was empty and the configuration named no other
+    /// replica (a standalone founder that lost its disk): the operator then starts it with the
+    /// voters it learns from the cluster, as an observer.
+    refusals: u64,
     trace: Vec<String>,
     events: u64,
 }
@@ -318,10 +336,28 @@ impl Cluster {
                 kv_applied: Offset::ZERO,
                 read_index_sent: 0,
                 forgotten_epoch: Epoch::ZERO,
+                formatted: None,
             });
         }
+        // The operator formats each founder's storage with the founding set before its first
+        // start; every other replica starts on empty storage.
+        let founding = if opts.keyed_founders {
+            VoterSet::from_entries(voters.iter().map(|id| {
+                let voter = Voter {
+                    directory: Some(DirectoryId((u128::from(id.0) << 64) | 1)),
+                    endpoint: format!("host-{id}:9000"),
+                };
+                (*id, voter)
+            }))
+            .expect("a valid founding set")
+        } else {
+            hosts[0].cfg.bootstrap_voters()
+        };
+        for h in hosts.iter_mut().take(voters.len()) {
+            h.formatted = Some(founding.clone());
+        }
         let membership_rng = SimRng::new(opts.seed.rotate_left(29) ^ 0x3C6E_F372);
-        let committed_voters = (0, crate::voters::VoterSet::from_ids(voters.iter().copied()));
+        let committed_voters = (0, founding.clone());
         let quiet_rng = SimRng::new(opts.seed.rotate_left(41) ^ 0x5851_F42D);
         let opts_seed = opts.seed;
         let mut cluster = Cluster {
@@ -363,6 +399,8 @@ impl Cluster {
             quiet_until: Duration::ZERO,
             isolation_hold: fault_schedule::IsolationHold::new(opts_seed),
             committed_voters,
+            founding,
+            refusals: 0,
             trace: Vec::new(),
             events: 0,
         };
