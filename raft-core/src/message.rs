@@ -294,6 +294,11 @@ pub struct ForwardRequest {
     /// The batch's place in its caller's write session, if it has one: the leader drops a
     /// batch that arrives after a later one of the same session (a late delivery).
     pub order: Option<WriteOrder>,
+    /// The epoch in which the forwarder knew the receiver as leader. The receiver proposes
+    /// the batch only while it leads that very epoch: a batch delayed across a leader change
+    /// is never appended by the same replica leading again later, after writes of its session
+    /// that another leader took in between.
+    pub epoch: Epoch,
 }
 
 /// A batch's place in a write session: the session's id and the batch's sequence number.

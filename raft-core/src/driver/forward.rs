@@ -41,6 +41,7 @@ impl Handler {
             .send(Command::Propose {
                 writes,
                 order: req.order,
+                epoch: Some(req.epoch),
             })
             .await
             .is_err()
@@ -49,6 +50,7 @@ impl Handler {
             return Request::Forward(ForwardRequest {
                 payloads: vec![],
                 order: None,
+                epoch: Epoch::ZERO,
             })
             .error_response(ErrorCode::ShuttingDown);
         }
@@ -239,8 +241,16 @@ impl ReplicaTask {
         let leader = self.replica.leader();
         let l = match leader {
             Some(l) if l != self.cfg.id => l,
-            _ => return self.command(Command::Propose { writes, order }),
+            _ => {
+                return self.command(Command::Propose {
+                    writes,
+                    order,
+                    epoch: None,
+                })
+            }
         };
+        // The epoch in which this replica knows `l` as leader: `l` proposes only in it.
+        let epoch = self.replica.epoch();
         let transport = self.parts.transport.clone();
         let timeout = self.options.forward_timeout;
         let failure_refuses = self.options.test_forward_failure_refuses;
@@ -248,7 +258,11 @@ impl ReplicaTask {
             let (payloads, replies): (Vec<Bytes>, Vec<Reply>) = writes.into_iter().unzip();
             let lens: Vec<usize> = payloads.iter().map(Bytes::len).collect();
             let count = payloads.len();
-            let request = Request::Forward(ForwardRequest { payloads, order });
+            let request = Request::Forward(ForwardRequest {
+                payloads,
+                order,
+                epoch,
+            });
             let results = match transport.call(l, request, timeout).await {
                 Ok(Response::Forward(r)) => forwarded_results(l, count, r, &lens),
                 Ok(other) => {

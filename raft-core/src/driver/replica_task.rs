@@ -181,9 +181,13 @@ impl ReplicaTask {
 
     pub(super) fn command(&mut self, cmd: Command) {
         match cmd {
-            Command::Propose { writes, order } => self.propose(writes, order),
+            Command::Propose {
+                writes,
+                order,
+                epoch,
+            } => self.propose(writes, order, epoch),
             Command::ProposeOne { payload, reply } => {
-                self.propose(std::iter::once((payload, reply)), None)
+                self.propose(std::iter::once((payload, reply)), None, None)
             }
             Command::Write { writes, order } => self.write(writes, order),
             Command::Read { mode, reply } => self.read(mode, reply),
@@ -245,7 +249,28 @@ impl ReplicaTask {
         &mut self,
         writes: impl IntoIterator<Item = (Bytes, Reply)>,
         order: Option<WriteOrder>,
+        epoch: Option<crate::types::Epoch>,
     ) {
+        // A forward addressed to this replica as leader of an earlier epoch (delayed across a
+        // leader change, W11) is never proposed in a later one: writes of its session may have
+        // been taken by another leader since. Nothing is proposed, so it is a refusal; while
+        // this replica leads, the forwarder may retry at once with the epoch it now knows.
+        if let Some(e) = epoch.filter(|e| *e != self.replica.epoch()) {
+            let refusal = if self.replica.role() == crate::Role::Leader {
+                crate::protocol::ProposeError::NotReady
+            } else {
+                crate::protocol::ProposeError::NotLeader {
+                    epoch: self.replica.epoch(),
+                    leader: self.replica.leader(),
+                }
+            };
+            tracing::debug!(forwarded_in = %e, epoch = %self.replica.epoch(),
+                "refused a forward addressed to another epoch");
+            for (_, reply) in writes {
+                let _ = reply.send(Err(WriteError::Refused(refusal.clone())));
+            }
+            return;
+        }
         let admission = match order {
             Some(o) if !self.options.test_ignore_write_sessions => self.sessions.admits(o),
             _ => Admission::Admitted,

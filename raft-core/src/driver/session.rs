@@ -7,10 +7,10 @@
 //! batch older than one of the same session it already proposed ([`WriteError::Superseded`]).
 //!
 //! The table lives in the memory of each replica process. A late batch can only be appended by
-//! the replica it was sent to, and only while that replica leads; a replica that is no longer
-//! leader refuses it. What remains: a late batch that reaches a former leader after it leads
-//! again, with a later batch appended by another leader in between, is not recognised (a
-//! replicated session table, as in Raft's client sessions, would close that too).
+//! the replica it was sent to, and only while that replica leads the epoch in which it was sent
+//! (the `Forward` carries that epoch): a replica that no longer leads refuses it, and so does
+//! one that leads again in a later epoch, when another leader may have taken a later batch of
+//! the session in between. So no table needs to outlive a leadership.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -9,7 +9,7 @@ use tokio::sync::oneshot;
 use crate::io::StorageError;
 use crate::message::{Request, RequestId, Response, WriteOrder};
 use crate::protocol::{LogSeq, PersistSeq, Status, TransferError};
-use crate::types::{OffsetAndEpoch, Record, ReplicaId};
+use crate::types::{Epoch, OffsetAndEpoch, Record, ReplicaId};
 
 pub(super) enum Command {
     /// Writes of one caller, in order: proposed here or forwarded together.
@@ -25,6 +25,9 @@ pub(super) enum Command {
     Propose {
         writes: Vec<(Bytes, Reply)>,
         order: Option<WriteOrder>,
+        /// For writes forwarded by another replica: the epoch in which it knew this replica
+        /// as leader; they are proposed only while this replica leads that epoch.
+        epoch: Option<Epoch>,
     },
     /// One write proposed here (`Node::propose`): no batch to allocate on the hottest path.
     ProposeOne {

@@ -556,6 +556,7 @@ impl Replica {
                 let resp = Request::Forward(crate::message::ForwardRequest {
                     payloads: Vec::new(),
                     order: None,
+                    epoch: crate::types::Epoch::ZERO,
                 })
                 .error_response(ErrorCode::InvalidRequest);
                 self.respond(from, id, resp, out);

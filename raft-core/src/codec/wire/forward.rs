@@ -25,6 +25,7 @@ pub(super) fn put_forward_request(out: &mut BytesMut, r: &ForwardRequest) {
         out.put_u64_le(o.session);
         out.put_u64_le(o.seq);
     });
+    put_epoch(out, r.epoch);
 }
 
 pub(super) fn read_forward_request(r: &mut Reader) -> Result<ForwardRequest, DecodeError> {
@@ -39,7 +40,12 @@ pub(super) fn read_forward_request(r: &mut Reader) -> Result<ForwardRequest, Dec
             seq: r.u64()?,
         })
     })?;
-    Ok(ForwardRequest { payloads, order })
+    let epoch = r.epoch()?;
+    Ok(ForwardRequest {
+        payloads,
+        order,
+        epoch,
+    })
 }
 
 pub(super) fn put_forward_response(out: &mut BytesMut, r: &ForwardResponse) {

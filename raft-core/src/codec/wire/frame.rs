@@ -12,7 +12,7 @@ use crate::message::ErrorCode;
 use crate::types::{DirectoryId, Epoch, Offset, OffsetAndEpoch, Record, ReplicaId};
 
 /// The wire version this build writes and the only one it reads.
-pub const WIRE_VERSION: u8 = 4;
+pub const WIRE_VERSION: u8 = 5;
 
 /// The kind tag of a version refusal frame.
 pub const KIND_VERSION_REFUSED: u8 = 0xFF;

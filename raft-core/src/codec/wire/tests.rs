@@ -186,11 +186,13 @@ fn request() -> impl Strategy<Value = Request> {
         ),
         (
             vec(vec(any::<u8>(), 0..64), 0..4),
-            proptest::option::of((any::<u64>(), any::<u64>()))
+            proptest::option::of((any::<u64>(), any::<u64>())),
+            epoch()
         )
-            .prop_map(|(ps, order)| Request::Forward(ForwardRequest {
+            .prop_map(|(ps, order, epoch)| Request::Forward(ForwardRequest {
                 payloads: ps.into_iter().map(Bytes::from).collect(),
                 order: order.map(|(session, seq)| WriteOrder { session, seq }),
+                epoch,
             })),
         (
             epoch(),
