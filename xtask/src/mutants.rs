@@ -337,7 +337,7 @@ mod tests {
     fn the_checked_in_exclusions_parse_and_name_their_mutants() {
         let exclusions = exclusions().expect(".cargo/mutants.toml parses");
         let names = [
-            "raft-core/src/protocol/election.rs:349:21: delete field directory from struct \
+            "raft-core/src/protocol/election.rs:370:21: delete field directory from struct \
              super::roles::Progress expression in Replica::become_leader",
             "raft-core/src/protocol/read.rs:373:38: replace > with >= in Replica::leader_poll_reads",
         ];
