@@ -322,6 +322,21 @@ async fn warn_if_voters_differ(cfg: &NodeConfig, node: &Node) {
     let Some(st) = node.status().await else {
         return;
     };
+    let static_voters: Vec<u32> = st
+        .voter_set
+        .iter()
+        .filter(|(_, v)| v.directory.is_none())
+        .map(|(id, _)| id.0)
+        .collect();
+    if !static_voters.is_empty() {
+        tracing::warn!(
+            ?static_voters,
+            "voters without a directory id (a data directory from before formatting): a static \
+             voter whose disk is emptied still counts as that voter for the others; replace \
+             each one (RAFT REMOVE-VOTER, then ADD-VOTER with its directory) while its disk is \
+             intact (README: Replacing a failed machine)"
+        );
+    }
     let in_force: Vec<u32> = st.voter_set.ids().map(|r| r.0).collect();
     let file: Vec<u32> = cfg.voters.keys().map(|r| r.0).collect();
     let observer = !st.voter_set.contains_id(cfg.id) && cfg.voters.contains_key(&cfg.id);
