@@ -126,10 +126,13 @@ async fn a_founding_voter_on_emptied_storage_is_an_observer_until_added_again() 
     nodes[wiped] = start_unformatted(&net, cfg.clone(), &stores[wiped])
         .await
         .expect("starts as an observer");
+    // It starts on its contacts (the others), and whatever it has fetched since names its old
+    // directory: it is not a voter under its new one.
     let status = nodes[wiped].node.status().bounded().await.unwrap();
+    assert_eq!(status.directory, Some(DirectoryId(0xC0)));
     assert!(
-        !status.voter_set.contains_id(wiped_id),
-        "its voter set is its contacts only: {:?}",
+        !status.voter_set.is_voter(wiped_id, status.directory),
+        "not a voter with its new directory: {:?}",
         status.voter_set
     );
 

@@ -37,6 +37,12 @@ const MEMBERSHIP_REGRESSION_SEEDS: &[(u64, u32, u32)] = &[
     // two candidates split the vote for 2 s (nine epochs). Healing now restores Raft's timing
     // requirement (delays far below the election timeout).
     (803, 3, 2),
+    // The leader of the newest epoch lost its disk while another replica acted on an
+    // uncommitted voter set that needed the vote of a replica holding the lost leader's newer
+    // epoch: no leader could ever be elected. The operator no longer loses a disk while a voter
+    // set record above the committed prefix may still decide.
+    (19139, 3, 2),
+    (19306, 3, 2),
 ];
 
 /// Runs every seed and fails with the replay commands of those that reported violations.

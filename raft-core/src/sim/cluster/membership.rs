@@ -270,9 +270,16 @@ impl Cluster {
     /// may still decide, it is absent, or present with a directory (so its lost vote cannot be
     /// given again) in a set of three or more where no other key was lost. A static voter has
     /// no directory to tell its lost disk apart: wiping one is the amnesia only directory ids
-    /// prevent; two lost keys in one set may leave no majority at all.
+    /// prevent; two lost keys in one set may leave no majority at all. Nor while a voter set
+    /// record above the committed prefix may still decide: a replica acting on that
+    /// uncommitted set may need a vote that only the lost disk's log could win (a voter of the
+    /// new set whose log ends in a newer epoch the lost leader gave it refuses everyone else),
+    /// which no rule of Raft's can recover from (seeds 19139 and 19306).
     fn may_wipe(&mut self, id: ReplicaId) -> bool {
         let mut sets = self.deciding_sets();
+        if sets.len() > 1 {
+            return false;
+        }
         // What each replica acts on, too: one that has not yet fetched a change still counts
         // the static entries of its older set, which match a wiped replica's new directory.
         for h in &self.hosts {
