@@ -16,6 +16,11 @@ use crate::commands::{self, Conn, Context, Plan, ReadOp};
 use crate::kv::{Command, TxOp, TxRead};
 use crate::resp::Reply;
 
+/// Argument bytes a transaction may queue: its `EXEC` becomes one log record, which may not be
+/// larger than this (raft-core's default `payload_bytes_max`), so queueing more would only hold
+/// memory for a transaction that cannot be proposed.
+pub const QUEUE_BYTES_MAX: usize = 512 << 10;
+
 /// Commands that act on the connection or the node rather than the data: not queued.
 const NOT_IN_MULTI: &[&str] = &[
     "auth", "hello", "readmode", "client", "quit", "select", "info", "raft", "role", "command",
@@ -34,6 +39,7 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
         ("multi", false) if arity_ok(1) && conn.authed => {
             conn.multi = Some(Vec::new());
             conn.multi_failed = false;
+            conn.multi_bytes = 0;
             Plan::Reply(Reply::ok())
         }
         ("exec", false) if conn.authed => Plan::Reply(Reply::err("EXEC without MULTI")),
@@ -123,6 +129,25 @@ fn queue(conn: &mut Conn, ctx: &Context<'_>, name: &str, args: &[Bytes]) -> Plan
             )
         }
     };
+    // A transaction that can no longer be applied holds nothing more; one past the record
+    // limit is refused (`EXEC` answers EXECABORT) and its queue dropped at once.
+    conn.multi_bytes = conn
+        .multi_bytes
+        .saturating_add(args.iter().map(|a| a.len() + 16).sum::<usize>());
+    if conn.multi_bytes > QUEUE_BYTES_MAX {
+        if let Some(q) = conn.multi.as_mut() {
+            *q = Vec::new();
+        }
+        return refuse(
+            conn,
+            Reply::err(format!(
+                "the transaction exceeds the {QUEUE_BYTES_MAX} bytes one EXEC may write"
+            )),
+        );
+    }
+    if conn.multi_failed {
+        return Plan::Reply(Reply::Simple("QUEUED".into()));
+    }
     if let Some(q) = conn.multi.as_mut() {
         q.push(op);
     }
@@ -144,6 +169,7 @@ mod tests {
             proto: Proto::Resp2,
             multi: None,
             multi_failed: false,
+            multi_bytes: 0,
             watched: Vec::new(),
         }
     }
@@ -166,6 +192,48 @@ mod tests {
             Plan::Reply(r) => r,
             other => panic!("not a reply: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_transaction_past_the_record_limit_is_refused_and_holds_nothing() {
+        let mut c = conn();
+        assert_eq!(reply(run(&mut c, "MULTI")), Reply::ok());
+        let value = "v".repeat(100_000);
+        let mut refused = None;
+        for i in 0..10 {
+            match reply(run(&mut c, &format!("SET k{i} {value}"))) {
+                Reply::Simple(s) if s == "QUEUED" => {}
+                other => {
+                    refused = Some((i, other));
+                    break;
+                }
+            }
+        }
+        let (at, err) = refused.expect("refused before ten 100 kB commands");
+        assert_eq!(at, 5, "the sixth 100 kB command passes 512 KiB");
+        assert!(
+            matches!(&err, Reply::Error(e) if e.contains("exceeds")),
+            "{err:?}"
+        );
+        assert!(
+            c.multi.as_ref().is_some_and(Vec::is_empty),
+            "the queue is dropped"
+        );
+        // Later commands are refused alike and nothing is held; EXEC applies nothing.
+        let later = reply(run(&mut c, "SET x 1"));
+        assert!(
+            matches!(&later, Reply::Error(e) if e.contains("exceeds")),
+            "{later:?}"
+        );
+        assert!(c.multi.as_ref().is_some_and(Vec::is_empty));
+        assert!(
+            matches!(reply(run(&mut c, "EXEC")), Reply::Error(e) if e.starts_with("EXECABORT"))
+        );
+        assert_eq!(reply(run(&mut c, "MULTI")), Reply::ok());
+        assert_eq!(
+            reply(run(&mut c, "SET y 1")),
+            Reply::Simple("QUEUED".into())
+        );
     }
 
     #[test]

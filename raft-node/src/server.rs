@@ -226,6 +226,7 @@ impl Server {
             proto: Proto::Resp2,
             multi: None,
             multi_failed: false,
+            multi_bytes: 0,
             watched: Vec::new(),
         };
         let registration = self.clients.register(conn.id, peer, local);

@@ -48,6 +48,8 @@ pub struct Conn {
     pub multi: Option<Vec<TxOp>>,
     /// Whether a command was refused while queueing: `EXEC` then applies nothing.
     pub multi_failed: bool,
+    /// Argument bytes of the commands queued since `MULTI` (bounded, see `multi`).
+    pub multi_bytes: usize,
     /// `(key, applied offset when watched)` of every key watched since the last `EXEC`,
     /// `DISCARD` or `UNWATCH` (see `kv`'s "Versions and WATCH").
     pub watched: Vec<(Bytes, u64)>,

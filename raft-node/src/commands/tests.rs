@@ -25,6 +25,7 @@ fn conn(authed: bool) -> Conn {
         proto: Proto::Resp2,
         multi: None,
         multi_failed: false,
+        multi_bytes: 0,
         watched: Vec::new(),
     }
 }

@@ -41,6 +41,7 @@ impl Replica {
                 proto: Proto::Resp2,
                 multi: None,
                 multi_failed: false,
+                multi_bytes: 0,
                 watched: Vec::new(),
             },
             now_ms: 1_000,
