@@ -179,7 +179,7 @@ impl Stamp for Stamper {
                 );
             }
         }
-        kv::restamp(&payload, s.stamp).unwrap_or(payload)
+        kv::restamp_owned(payload, s.stamp)
     }
 }
 
@@ -389,7 +389,7 @@ mod tests {
             offset: Offset(0),
             epoch: Epoch(1),
             kind: RecordKind::Data,
-            payload: kv::restamp(&tick, behind).unwrap(),
+            payload: kv::restamp_owned(tick.clone(), behind),
         };
         let mut out = Vec::new();
         tokio::runtime::Builder::new_current_thread()

@@ -310,6 +310,23 @@ pub fn restamp(payload: &[u8], stamp_ms: u64) -> Option<Bytes> {
     Some(out.freeze())
 }
 
+/// [`restamp`] for the leader's hot path: rewrites the stamp in place when `payload` is the
+/// only owner of its buffer (a command encoded on this node), and copies only a payload that
+/// shares its buffer (one sliced from a forwarded frame). Anything but a version-3 payload
+/// comes back unchanged.
+pub fn restamp_owned(payload: Bytes, stamp_ms: u64) -> Bytes {
+    if stamp_of(&payload).is_none() {
+        return payload;
+    }
+    match payload.try_into_mut() {
+        Ok(mut own) => {
+            own[1..HEADER_V3].copy_from_slice(&stamp_ms.to_le_bytes());
+            own.freeze()
+        }
+        Err(shared) => restamp(&shared, stamp_ms).unwrap_or(shared),
+    }
+}
+
 /// Appends an expiry (version 3): a varint of the value shifted left by one, the low bit set
 /// for a relative one. Values fit: planning keeps them within [`EXPIRY_MAX_MS`].
 fn put_expiry(out: &mut BytesMut, e: Expiry, version: u8) {

@@ -68,7 +68,8 @@ use raft_core::io::{SnapshotReader, StateMachine, StateMachineError};
 use raft_core::{Offset, Record, RecordKind};
 
 pub use self::command::{
-    decode, encode, restamp, stamp_of, Command, ExpireCond, Expiry, Float, SetCond, EXPIRY_MAX_MS,
+    decode, encode, restamp_owned, stamp_of, Command, ExpireCond, Expiry, Float, SetCond,
+    EXPIRY_MAX_MS,
 };
 pub use self::hash::{HashCmd, HashRead};
 pub use self::keyspace::glob_match;

@@ -8,7 +8,7 @@ mod replay;
 mod snapshot;
 mod watch;
 
-use super::command::{encode_old, CMD_VERSION};
+use super::command::{encode_old, restamp, CMD_VERSION};
 use super::*;
 use crate::commands::{Conn, Context, Plan, ReadOp};
 use crate::config::ReadMode;
@@ -520,6 +520,29 @@ fn restamp_rewrites_only_the_stamp() {
     assert_eq!(stamp_of(&q), Some(123_456));
     assert_eq!(restamp(b"\x02\x00\x01", 5), None);
     assert_eq!(restamp(b"", 5), None);
+}
+
+/// The leader's in-place restamp gives the bytes of the copying one, for a payload that owns
+/// its buffer (rewritten where it lies) and for one sliced from a shared frame (copied, the
+/// frame untouched); anything else comes back as it was.
+#[test]
+fn restamp_owned_matches_restamp_and_leaves_shared_buffers_alone() {
+    let cmd = Command::IncrBy {
+        key: b("n"),
+        delta: 3,
+    };
+    let p = encode(0, &cmd);
+    let want = restamp(&p, 99).unwrap();
+    let owned = restamp_owned(Bytes::copy_from_slice(&p), 99);
+    assert_eq!(owned, want);
+    let mut frame = vec![0xAA];
+    frame.extend_from_slice(&p);
+    let frame = Bytes::from(frame);
+    let sliced = frame.slice(1..);
+    assert_eq!(restamp_owned(sliced, 99), want);
+    assert_eq!(&frame[1..], &p[..], "the shared frame is not rewritten");
+    let other = Bytes::from_static(b"\x02\x00\x01");
+    assert_eq!(restamp_owned(other.clone(), 5), other);
 }
 
 /// EXPIRE and PERSIST change only the expiry, follow their conditions (a key without an
