@@ -14,6 +14,22 @@ fn add(c: &raft_core::sim::Cluster, id: u32) -> VoterChange {
     }
 }
 
+/// Adds `id` on `leader` once caught up, then waits until the leader knows the change
+/// committed (its high watermark reaches its log end with `id` in its set); fails with the
+/// trace otherwise.
+pub(crate) fn add_and_commit(c: &mut raft_core::sim::Cluster, leader: u32, id: u32) {
+    assert!(
+        add_when_caught_up(c, leader, id),
+        "adding {id}:\n{}",
+        c.trace()
+    );
+    let ok = c.run_until_cond(ms(1000), |c| {
+        c.replica(leader).voters().contains_id(ReplicaId(id))
+            && c.replica(leader).high_watermark() >= c.replica(leader).log_end().offset
+    });
+    assert!(ok, "adding {id} did not commit:\n{}", c.trace());
+}
+
 /// Adds `id` on `leader` once it has caught up (retrying refusals for a bounded while).
 pub(crate) fn add_when_caught_up(c: &mut raft_core::sim::Cluster, leader: u32, id: u32) -> bool {
     for _ in 0..100 {
@@ -185,16 +201,7 @@ fn a_replica_with_a_lost_disk_is_a_new_replica_until_replaced() {
     let mut c = cluster(64, 1, 2);
     settle(&mut c);
     for id in [2, 3] {
-        assert!(
-            add_when_caught_up(&mut c, 1, id),
-            "adding {id} failed:\n{}",
-            c.trace()
-        );
-        let done = c.run_until_cond(ms(1000), |c| {
-            c.replica(1).voters().contains_id(ReplicaId(id))
-                && c.replica(1).high_watermark() >= c.replica(1).log_end().offset
-        });
-        assert!(done, "adding {id} did not commit:\n{}", c.trace());
+        add_and_commit(&mut c, 1, id);
     }
     let old = c.directory(3);
     c.wipe(3);
@@ -502,15 +509,7 @@ fn write_acked_only_by_a_lost_disk(
     });
     settle(&mut c);
     for id in [2, 3] {
-        assert!(
-            add_when_caught_up(&mut c, 1, id),
-            "adding {id}:\n{}",
-            c.trace()
-        );
-        let ok = c.run_until_cond(ms(1000), |c| {
-            c.replica(1).high_watermark() >= c.replica(1).log_end().offset
-        });
-        assert!(ok, "adding {id} did not commit:\n{}", c.trace());
+        add_and_commit(&mut c, 1, id);
     }
     c.cut(1, 2);
     c.hold_syncs(1, true);

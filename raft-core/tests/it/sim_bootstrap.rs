@@ -9,7 +9,7 @@ use raft_core::planted::Planted;
 use raft_core::sim::{Cluster, ClusterOptions};
 use raft_core::{ReplicaId, Role};
 
-use crate::membership::add_when_caught_up;
+use crate::membership::add_and_commit;
 use crate::{assert_no_violations, commit, ms, settle};
 
 /// One voter grown to {1, 2, 3} (with "x" committed), whose founder then loses its disk and is
@@ -25,16 +25,7 @@ fn founder_wiped_and_restarted(planted: Option<Planted>) -> Cluster {
     let leader = settle(&mut c);
     assert_eq!(leader, 1);
     for id in [2, 3] {
-        assert!(
-            add_when_caught_up(&mut c, 1, id),
-            "adding {id}:\n{}",
-            c.trace()
-        );
-        let ok = c.run_until_cond(ms(1000), |c| {
-            c.replica(1).voters().contains_id(ReplicaId(id))
-                && c.replica(1).high_watermark() >= c.replica(1).log_end().offset
-        });
-        assert!(ok, "adding {id} did not commit:\n{}", c.trace());
+        add_and_commit(&mut c, 1, id);
     }
     commit(&mut c, 1, b"x");
     c.wipe(1);
