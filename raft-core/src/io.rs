@@ -319,3 +319,82 @@ pub trait StateMachine: Send + Sync + 'static {
         data: &mut dyn SnapshotReader,
     ) -> Result<(), StateMachineError>;
 }
+
+/// The stores of one group inside a storage engine that holds many
+/// ([`GroupStorage::open_group`]).
+#[derive(Clone)]
+pub struct GroupStores {
+    /// The group's replicated log.
+    pub log: Arc<dyn LogStore>,
+    /// The group's durable election state.
+    pub election: Arc<dyn ElectionStore>,
+    /// The group's state machine snapshots.
+    pub snapshots: Arc<dyn SnapshotStore>,
+}
+
+/// One storage engine holding the logs, election states and snapshots of every group a host
+/// runs, so that writes of many groups become durable with one sync: appends of different
+/// groups that are in flight together share a group commit, as the appends of one log do.
+///
+/// Each group's stores keep every promise of [`LogStore`], [`ElectionStore`] and
+/// [`SnapshotStore`] on their own: one group's truncation, purge, reset or snapshot never
+/// touches another's records, and a failed sync poisons the whole engine (every group's later
+/// calls fail), since the sync that failed was shared.
+#[async_trait]
+pub trait GroupStorage: Send + Sync + 'static {
+    /// The groups the engine holds, ascending: every group opened and not dropped since.
+    async fn groups(&self) -> Result<Vec<crate::types::GroupId>, StorageError>;
+
+    /// The stores of `group`, created empty (durably listed by [`GroupStorage::groups`]) when
+    /// the engine does not hold it yet. Opening a group whose stores are still open elsewhere
+    /// is refused with [`StorageError::Invalid`]: two drivers on one log would corrupt it.
+    async fn open_group(&self, group: crate::types::GroupId) -> Result<GroupStores, StorageError>;
+
+    /// Removes `group`'s log, election state and snapshots, durably; dropping a group the engine
+    /// does not hold does nothing. Refused with [`StorageError::Invalid`] while its stores are
+    /// open.
+    async fn drop_group(&self, group: crate::types::GroupId) -> Result<(), StorageError>;
+}
+
+/// Answers requests for the groups a host runs. The host's driver implements it; a
+/// [`HostTransport`] calls it for every inbound request and sends back what it returns.
+#[async_trait]
+pub trait GroupRequestHandler: Send + Sync + 'static {
+    /// Answers one request for `group` from `from` (the authenticated peer id), or `None` when
+    /// this host does not run `group`: the transport then turns the request away unhandled, and
+    /// the caller sees [`TransportError::NotSent`].
+    async fn handle(
+        &self,
+        from: ReplicaId,
+        group: crate::types::GroupId,
+        request: Request,
+    ) -> Option<Response>;
+}
+
+/// Request/response RPCs between hosts that each run many groups: one transport (one
+/// connection per host pair) carries the requests of every group, each naming its group.
+/// A host's replica id is its replica id in every group.
+///
+/// The promises are [`Transport`]'s, per call: many calls in flight, none blocking another, and
+/// at most one delivery of each request.
+#[async_trait]
+pub trait HostTransport: Send + Sync + 'static {
+    /// Starts serving inbound RPCs of every group with `handler`. Called once, before any call.
+    async fn serve(&self, handler: Arc<dyn GroupRequestHandler>) -> Result<(), TransportError>;
+
+    /// Sends `request` of `group` to host `to` and waits at most `timeout` for the response.
+    async fn call(
+        &self,
+        to: ReplicaId,
+        group: crate::types::GroupId,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Response, TransportError>;
+
+    /// Stops serving and closes connections.
+    async fn close(&self);
+
+    /// The voter set in force in `group`, at its start and after every change (see
+    /// [`Transport::voters_changed`]); a voter's endpoint is its host's. The default ignores it.
+    fn voters_changed(&self, _group: crate::types::GroupId, _voters: &crate::voters::VoterSet) {}
+}

@@ -58,7 +58,7 @@ pub mod voters;
 
 pub use config::{Config, ConfigError, NotFormatted, ValidatedConfig};
 pub use types::{
-    DirectoryId, ElectionState, Epoch, Instant, Offset, OffsetAndEpoch, Record, RecordKind,
-    ReplicaId, Role,
+    DirectoryId, ElectionState, Epoch, GroupId, Instant, Offset, OffsetAndEpoch, Record,
+    RecordKind, ReplicaId, Role,
 };
 pub use voters::{Voter, VoterSet};

@@ -19,6 +19,24 @@ impl fmt::Display for ReplicaId {
     }
 }
 
+/// The id of a replica group (one replicated log, with its own voters, epochs, log, snapshots
+/// and state machine) among the many a host may run (see [`crate::driver::host`]). A replica's
+/// id is its host's id in every group it belongs to, as a Kafka broker's id is in every
+/// partition. A node that runs one group runs [`GroupId::DEFAULT`].
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+pub struct GroupId(pub u64);
+
+impl GroupId {
+    /// The group of a node that runs one: the one a frame without a group names.
+    pub const DEFAULT: GroupId = GroupId(0);
+}
+
+impl fmt::Display for GroupId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "g{}", self.0)
+    }
+}
+
 /// A replica's storage incarnation (KIP-853's directory id): a random non-zero 128-bit id made
 /// when a data directory is first formatted and kept with it. A replica whose directory was
 /// wiped comes back with a new one, so the voter set can tell it from the replica that held the

@@ -7,7 +7,8 @@ use bytes::{Bytes, BytesMut};
 
 use super::{assert_alloc_bounded, measure};
 use crate::codec::wire::{
-    decode_request, decode_response, encode_request, encode_response, FrameLimits,
+    decode_group_request, decode_request, decode_response, encode_group_request, encode_request,
+    encode_response, FrameLimits,
 };
 use crate::message::{Request, Response};
 
@@ -21,9 +22,35 @@ pub fn tight_limits() -> FrameLimits {
     }
 }
 
+/// The same frame read as a request of some group: a plain request is one of the default
+/// group, and a decoded routed request encodes back to exactly the frame.
+fn check_group_request_frame(frame: &Bytes) {
+    let limits = FrameLimits::default();
+    let (decoded, stats) = measure(|| decode_group_request(frame.clone(), &limits));
+    assert_alloc_bounded("routed request frame", frame.len(), stats);
+    if let Ok(plain) = decode_request(frame.clone(), &limits) {
+        assert_eq!(
+            decoded.as_ref().ok(),
+            Some(&(crate::types::GroupId::DEFAULT, plain)),
+            "a plain request is not one of the default group"
+        );
+    }
+    let Ok((group, request)) = decoded else {
+        return;
+    };
+    let mut out = BytesMut::new();
+    encode_group_request(group, &request, &mut out);
+    assert_eq!(
+        &out[..],
+        &frame[..],
+        "a decoded routed request does not encode back to its frame: {group} {request:?}"
+    );
+}
+
 /// Checks the properties of `data` read as a request frame.
 pub fn check_request_frame(data: &[u8]) {
     let frame = Bytes::copy_from_slice(data);
+    check_group_request_frame(&frame);
     let (decoded, stats) = measure(|| decode_request(frame.clone(), &FrameLimits::default()));
     assert_alloc_bounded("request frame", data.len(), stats);
 

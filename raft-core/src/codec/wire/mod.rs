@@ -8,6 +8,7 @@
 //! kind    u8    0x01..=0x06 requests (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch,
 //!               DescribeQuorum, ReadIndex), 0x07 Forward, 0x08 FetchSnapshot, 0x81..=0x88
 //!               the matching responses,
+//!               0x10 a routed request (a group id, then a request frame: `route`),
 //!               0xFF a version refusal (see below)
 //! fields        per message, in declaration order
 //! ```
@@ -40,7 +41,8 @@
 //! This module dispatches on the kind tag; `frame` holds the header, the kind tags, the limits
 //! and the field encodings, and one module per RPC family holds its messages' fields: `vote`
 //! (Vote, BeginQuorumEpoch, EndQuorumEpoch), `fetch`, `fetch_snapshot`, `read_index`
-//! (ReadIndex, DescribeQuorum) and `forward`.
+//! (ReadIndex, DescribeQuorum) and `forward`; `route` the routed frames of hosts that run many
+//! groups.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -52,6 +54,7 @@ mod fetch_snapshot;
 mod forward;
 mod frame;
 mod read_index;
+mod route;
 mod vote;
 
 #[cfg(test)]
@@ -61,6 +64,7 @@ mod tests;
 
 use frame::*;
 pub use frame::{FrameLimits, FRAME_HEADER_LEN, KIND_VERSION_REFUSED, WIRE_VERSION};
+pub use route::{decode_group_request, encode_group_request};
 
 /// Appends the frame of `request` to `out`.
 pub fn encode_request(request: &Request, out: &mut BytesMut) {
