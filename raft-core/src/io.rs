@@ -371,6 +371,28 @@ pub trait GroupRequestHandler: Send + Sync + 'static {
     ) -> Option<Response>;
 }
 
+/// The handler of a replica that runs one group, serving as a host of [`GroupId::DEFAULT`]
+/// only: what a transport that implements [`HostTransport`] serves when it is given a
+/// [`RequestHandler`] through [`Transport::serve`].
+///
+/// [`GroupId::DEFAULT`]: crate::types::GroupId::DEFAULT
+pub struct DefaultGroupHandler(pub Arc<dyn RequestHandler>);
+
+#[async_trait]
+impl GroupRequestHandler for DefaultGroupHandler {
+    async fn handle(
+        &self,
+        from: ReplicaId,
+        group: crate::types::GroupId,
+        request: Request,
+    ) -> Option<Response> {
+        if group != crate::types::GroupId::DEFAULT {
+            return None;
+        }
+        Some(self.0.handle(from, request).await)
+    }
+}
+
 /// Request/response RPCs between hosts that each run many groups: one transport (one
 /// connection per host pair) carries the requests of every group, each naming its group.
 /// A host's replica id is its replica id in every group.

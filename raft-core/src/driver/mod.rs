@@ -16,6 +16,7 @@ pub mod bootstrap;
 mod election_writer;
 mod events;
 mod forward;
+pub mod host;
 mod log_writer;
 mod membership;
 pub mod outcome;
@@ -36,6 +37,7 @@ mod wake;
 pub use batching::PART_BYTES_MAX;
 pub use bootstrap::{format, FormatError};
 pub use events::NodeState;
+pub use host::{GroupTransport, Host, HostError};
 pub use membership::VoterChangeError;
 pub use outcome::{Committed, Uncertain, WriteError};
 pub use progress::{Progress, ProgressPacing};
@@ -571,6 +573,14 @@ impl Node {
         {
             let _ = rx.await;
         }
+    }
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
     }
 }
 

@@ -36,9 +36,13 @@ use bytes::BytesMut;
 use tokio::sync::Notify;
 
 use crate::codec::wire::{self, FrameLimits};
-use crate::io::{RequestHandler, Transport, TransportError};
+// `HostTransport` is named in full, not imported, so that callers in scope of both traits
+// (this module's tests) call `Transport`'s methods unambiguously.
+use crate::io::{
+    DefaultGroupHandler, GroupRequestHandler, RequestHandler, Transport, TransportError,
+};
 use crate::message::{Request, Response};
-use crate::types::ReplicaId;
+use crate::types::{GroupId, ReplicaId};
 use crate::voters::VoterSet;
 
 /// The hub connecting in-memory endpoints. Cheap to clone; clones share the network.
@@ -86,14 +90,14 @@ struct NetState {
     endpoints: HashMap<ReplicaId, Arc<Endpoint>>,
     /// Directed links `(from, to)` that drop everything.
     cut: HashSet<(ReplicaId, ReplicaId)>,
-    /// The voter set each replica's driver last told its transport.
-    voters_told: HashMap<ReplicaId, VoterSet>,
+    /// The voter set each replica's driver last told its transport, per group.
+    voters_told: HashMap<(ReplicaId, GroupId), VoterSet>,
 }
 
 /// One endpoint's shared state: whether it serves, with what, and a signal for its closing.
 struct Endpoint {
     id: ReplicaId,
-    handler: Mutex<Option<Arc<dyn RequestHandler>>>,
+    handler: Mutex<Option<Arc<dyn GroupRequestHandler>>>,
     closed: AtomicBool,
     /// Wakes the calls waiting on this endpoint when it closes. A `Notify`, not a `watch`:
     /// tokio spreads a watch channel's waiters over lists chosen at random, so calls cut short
@@ -166,7 +170,12 @@ impl MemNetwork {
     /// The voter set replica `id`'s driver last passed to [`Transport::voters_changed`] (every
     /// endpoint reaches every replica here, so it only records it for tests to check).
     pub fn voters_told(&self, id: ReplicaId) -> Option<VoterSet> {
-        lock(&self.net.state).voters_told.get(&id).cloned()
+        self.group_voters_told(id, GroupId::DEFAULT)
+    }
+
+    /// The voter set of `group` host `id` last passed to [`crate::io::HostTransport::voters_changed`].
+    pub fn group_voters_told(&self, id: ReplicaId, group: GroupId) -> Option<VoterSet> {
+        lock(&self.net.state).voters_told.get(&(id, group)).cloned()
     }
 
     /// Drops every message from `from` to `to`: requests `from` sends to `to`, and responses
@@ -218,10 +227,15 @@ impl MemTransport {
     }
 
     /// Passes `request` through the codec, as a real wire would.
-    fn wire_request(&self, to: ReplicaId, request: &Request) -> Result<Request, TransportError> {
+    fn wire_request(
+        &self,
+        to: ReplicaId,
+        group: GroupId,
+        request: &Request,
+    ) -> Result<(GroupId, Request), TransportError> {
         let mut buf = BytesMut::new();
-        wire::encode_request(request, &mut buf);
-        wire::decode_request(buf.freeze(), &self.net.limits)
+        wire::encode_group_request(group, request, &mut buf);
+        wire::decode_group_request(buf.freeze(), &self.net.limits)
             .map_err(|source| TransportError::Codec { peer: to, source })
     }
 
@@ -240,7 +254,7 @@ impl MemTransport {
     fn route(
         &self,
         to: ReplicaId,
-    ) -> Result<(Arc<Endpoint>, Arc<dyn RequestHandler>), TransportError> {
+    ) -> Result<(Arc<Endpoint>, Arc<dyn GroupRequestHandler>), TransportError> {
         let state = lock(&self.net.state);
         let peer = state
             .endpoints
@@ -264,7 +278,11 @@ impl MemTransport {
 
     /// Sends `request` on a task of its own, so that a caller that gives up (its timeout) does
     /// not take back a request already on the wire: it still arrives and is handled.
-    async fn deliver(&self, to: ReplicaId, request: Request) -> Result<Response, TransportError> {
+    async fn deliver(
+        &self,
+        to: ReplicaId,
+        request: (GroupId, Request),
+    ) -> Result<Response, TransportError> {
         if lock(&self.net.model).is_none() {
             // Without a link model a request reaches its handler in this first poll (the
             // handler runs on a task of its own), so no caller can take it back: no carrier
@@ -294,7 +312,7 @@ impl MemTransport {
     async fn carry(
         &self,
         to: ReplicaId,
-        request: Request,
+        request: (GroupId, Request),
     ) -> Option<Result<Response, TransportError>> {
         let from = self.endpoint.id;
         if !self.net.travel(from, to).await {
@@ -316,7 +334,7 @@ impl MemTransport {
     async fn handle_there(
         &self,
         to: ReplicaId,
-        request: Request,
+        (group, request): (GroupId, Request),
     ) -> Result<Response, TransportError> {
         let from = self.endpoint.id;
         let (peer, handler) = self.route(to)?;
@@ -327,7 +345,7 @@ impl MemTransport {
         if peer.closed.load(Ordering::SeqCst) {
             return Err(Self::unreachable(to, "peer closed during the call"));
         }
-        let task = tokio::spawn(async move { handler.handle(from, request).await });
+        let task = tokio::spawn(async move { handler.handle(from, group, request).await });
         let response = tokio::select! {
             biased;
             joined = task => joined.map_err(|_| Self::unreachable(to, "peer handler failed"))?,
@@ -335,7 +353,11 @@ impl MemTransport {
                 return Err(Self::unreachable(to, "peer closed during the call"));
             }
         };
-        Ok(response)
+        // A group the peer does not run: turned away before anything acted on it.
+        response.ok_or_else(|| TransportError::NotSent {
+            peer: to,
+            reason: format!("peer does not run group {group}"),
+        })
     }
 }
 
@@ -390,8 +412,8 @@ impl Net {
 }
 
 #[async_trait]
-impl Transport for MemTransport {
-    async fn serve(&self, handler: Arc<dyn RequestHandler>) -> Result<(), TransportError> {
+impl crate::io::HostTransport for MemTransport {
+    async fn serve(&self, handler: Arc<dyn GroupRequestHandler>) -> Result<(), TransportError> {
         let mut slot = lock(&self.endpoint.handler);
         if self.endpoint.closed.load(Ordering::SeqCst) {
             return Err(TransportError::Closed);
@@ -403,6 +425,7 @@ impl Transport for MemTransport {
     async fn call(
         &self,
         to: ReplicaId,
+        group: GroupId,
         request: Request,
         timeout: Duration,
     ) -> Result<Response, TransportError> {
@@ -410,7 +433,7 @@ impl Transport for MemTransport {
             return Err(TransportError::Closed);
         }
         self.net.count_request(self.endpoint.id, to)?;
-        let request = self.wire_request(to, &request)?;
+        let request = self.wire_request(to, group, &request)?;
         match tokio::time::timeout(timeout, self.deliver(to, request)).await {
             Ok(result) => result,
             Err(_elapsed) => Err(TransportError::Timeout(to)),
@@ -421,10 +444,35 @@ impl Transport for MemTransport {
         self.endpoint.close();
     }
 
-    fn voters_changed(&self, voters: &VoterSet) {
+    fn voters_changed(&self, group: GroupId, voters: &VoterSet) {
         lock(&self.net.state)
             .voters_told
-            .insert(self.endpoint.id, voters.clone());
+            .insert((self.endpoint.id, group), voters.clone());
+    }
+}
+
+/// A replica of one group is a host of the default group.
+#[async_trait]
+impl Transport for MemTransport {
+    async fn serve(&self, handler: Arc<dyn RequestHandler>) -> Result<(), TransportError> {
+        crate::io::HostTransport::serve(self, Arc::new(DefaultGroupHandler(handler))).await
+    }
+
+    async fn call(
+        &self,
+        to: ReplicaId,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Response, TransportError> {
+        crate::io::HostTransport::call(self, to, GroupId::DEFAULT, request, timeout).await
+    }
+
+    async fn close(&self) {
+        crate::io::HostTransport::close(self).await;
+    }
+
+    fn voters_changed(&self, voters: &VoterSet) {
+        crate::io::HostTransport::voters_changed(self, GroupId::DEFAULT, voters);
     }
 }
 
