@@ -165,6 +165,32 @@ impl VoterSet {
         Ok(next)
     }
 
+    /// Whether some voter is static (has no directory id).
+    pub fn has_static(&self) -> bool {
+        self.voters.values().any(|v| v.directory.is_none())
+    }
+
+    /// The set with the static voter `id` bound to `directory`. Every majority of the result
+    /// is a majority of this set (the same ids, each matching fewer directories), so a leader
+    /// may pin any number of static voters in one record.
+    pub fn with_pinned(
+        &self,
+        id: ReplicaId,
+        directory: DirectoryId,
+    ) -> Result<VoterSet, VoterSetError> {
+        let mut next = self.clone();
+        match next.voters.get_mut(&id) {
+            Some(v) if v.directory.is_none() => v.directory = Some(directory),
+            _ => {
+                return Err(VoterSetError::NotFound {
+                    id,
+                    directory: None,
+                })
+            }
+        }
+        Ok(next)
+    }
+
     /// The set with the endpoint of voter `(id, directory)` replaced.
     pub fn with_endpoint(
         &self,

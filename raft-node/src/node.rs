@@ -331,10 +331,10 @@ async fn warn_if_voters_differ(cfg: &NodeConfig, node: &Node) {
     if !static_voters.is_empty() {
         tracing::warn!(
             ?static_voters,
-            "voters without a directory id (a data directory from before formatting): a static \
-             voter whose disk is emptied still counts as that voter for the others; replace \
-             each one (RAFT REMOVE-VOTER, then ADD-VOTER with its directory) while its disk is \
-             intact (README: Replacing a failed machine)"
+            "voters without a directory id (a data directory from before formatting): until \
+             the leader binds each to its directory (it does so once that voter fetches and \
+             has caught up; RAFT VOTERS shows it), a static voter whose disk is emptied still \
+             counts as that voter for the others: keep every disk intact until then"
         );
     }
     let in_force: Vec<u32> = st.voter_set.ids().map(|r| r.0).collect();

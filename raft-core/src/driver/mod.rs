@@ -20,6 +20,7 @@ pub mod host;
 mod log_writer;
 mod membership;
 pub mod outcome;
+mod pin;
 pub mod progress;
 #[cfg(test)]
 mod progress_tests;
@@ -86,6 +87,12 @@ pub struct DriverOptions {
     /// Rewrites each data payload this replica proposes as leader (see [`Stamp`]); `None`
     /// proposes payloads as they came.
     pub stamp: Option<Arc<dyn Stamp>>,
+    /// A leader binds the static voters of its set (storage from before formatting) to the
+    /// directories they vote with, once it can tell them (see [`VoterChange::PinDirectories`]).
+    /// Default on.
+    ///
+    /// [`VoterChange::PinDirectories`]: crate::protocol::VoterChange::PinDirectories
+    pub pin_static_voters: bool,
     /// Test-only fault switch (negative control for the outcome contract): a forward that
     /// fails after it may have reached the leader is reported as refused, as an early version
     /// did. The driver simulator must catch it.
@@ -108,6 +115,7 @@ impl Default for DriverOptions {
             forward_timeout: Duration::from_secs(10),
             progress: ProgressPacing::default(),
             stamp: None,
+            pin_static_voters: true,
             test_forward_failure_refuses: false,
             test_ignore_write_sessions: false,
         }
@@ -401,6 +409,7 @@ impl Node {
             reachability,
             transfer: None,
             state: state_tx,
+            pin_next_at: None,
         };
         let id = task.cfg.id;
         let transport = task.parts.transport.clone();

@@ -33,6 +33,8 @@ pub(super) struct ReplicaTask {
     pub(super) cfg: ValidatedConfig,
     pub(super) options: DriverOptions,
     pub(super) replica: Replica,
+    /// When the next pin of static voters may be tried (`pin.rs`).
+    pub(super) pin_next_at: Option<tokio::time::Instant>,
     pub(super) clock: tokio::time::Instant,
     pub(super) parts: Parts,
     pub(super) out: Outputs,
@@ -120,6 +122,7 @@ impl ReplicaTask {
             ticked_at = None;
             match wake {
                 Wake::Timer => {
+                    self.pin_static_voters();
                     self.step(Input::Tick);
                     ticked_at = Some(tokio::time::Instant::now());
                 }

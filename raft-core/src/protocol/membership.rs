@@ -111,6 +111,12 @@ pub enum VoterChange {
         /// Its directory.
         directory: Option<DirectoryId>,
     },
+    /// Bind every static voter (one without a directory id, from a configuration that predates
+    /// formatting) to the directory it votes with now: the leader's own, and each other's as
+    /// seen in its fetches, for those fetching and caught up as an added replica must be. The
+    /// ones not qualifying yet stay static for a later pin. This closes the static entries'
+    /// weakness (an emptied disk counted as the voter it was) in place, without a removal.
+    PinDirectories,
     /// Replace the endpoint of voter `(id, directory)`.
     Update {
         /// The voter.
@@ -157,6 +163,14 @@ pub enum MembershipError {
         directory: DirectoryId,
         /// The directory it is fetching with, if it fetches at all.
         seen: Option<DirectoryId>,
+    },
+    /// No static voter can be pinned now: there is none, or none is fetching and caught up.
+    #[error(
+        "no static voter to pin (static voters without a known, caught-up directory: {waiting:?})"
+    )]
+    NothingToPin {
+        /// The static voters left.
+        waiting: Vec<ReplicaId>,
     },
     /// The leader is handing over leadership; retry with the next one.
     #[error("leadership is being transferred to {to}")]
@@ -306,6 +320,35 @@ impl Replica {
                 current.with_added(id, voter)?
             }
             VoterChange::Remove { id, directory } => current.with_removed(id, directory)?,
+            VoterChange::PinDirectories => {
+                let (alive, fetch_timeout) = (
+                    self.cfg.fetch_max_wait * 2 + self.cfg.request_timeout,
+                    self.cfg.fetch_timeout,
+                );
+                let mut next = current.clone();
+                let mut waiting = Vec::new();
+                for (id, v) in current.iter().filter(|(_, v)| v.directory.is_none()) {
+                    let directory = if id == self.cfg.id {
+                        self.cfg.directory
+                    } else {
+                        l.voters.get(&id).and_then(|p| {
+                            let caught_up =
+                                p.caught_up_at.is_some_and(|t| now.since(t) < fetch_timeout)
+                                    && p.last_fetch.is_some_and(|t| now.since(t) < alive);
+                            p.directory.filter(|_| caught_up)
+                        })
+                    };
+                    debug_assert!(v.directory.is_none());
+                    match directory {
+                        Some(d) => next = next.with_pinned(id, d)?,
+                        None => waiting.push(id),
+                    }
+                }
+                if next == *current {
+                    return Err(MembershipError::NothingToPin { waiting });
+                }
+                next
+            }
             VoterChange::Update {
                 id,
                 directory,

@@ -380,3 +380,58 @@ fn a_replica_whose_removal_is_committed_never_campaigns() {
     );
     assert_eq!(r.stats().elections, 0);
 }
+
+#[test]
+fn a_leader_pins_each_static_voter_to_the_directory_it_fetches_with_once_caught_up() {
+    // Goal: upgrading a static set in place binds a voter to a directory only when the leader
+    // can tell it: its own at once, another's once that voter fetches with it and has caught
+    // up (as for an added replica), so that a lagging disk (perhaps an emptied one) is never
+    // pinned as the voter; the voters not pinnable stay static; with none, nothing is written.
+    // Method: an established leader r1 of the static set {1, 2, 3} with directory 11, whose r2
+    // fetched without a directory; pin; commit; r2 fetches with 22 at the end and r3 with 33
+    // from offset 0; pin; commit; pin again.
+    let (mut r, now) = established_leader(|c| c.directory = Some(DirectoryId(11)));
+    let pin = |r: &mut Replica| {
+        let mut out = Outputs::default();
+        let result = r.change_voters(Instant(now), VoterChange::PinDirectories, &mut out);
+        (result.map(|_| ()), out)
+    };
+    let dir = |r: &Replica, id: u32| r.voters().get(ReplicaId(id)).unwrap().directory;
+
+    let (pinned, out) = pin(&mut r);
+    assert_eq!(pinned, Ok(()));
+    assert_eq!(
+        (dir(&r, 1), dir(&r, 2), dir(&r, 3)),
+        (Some(DirectoryId(11)), None, None),
+        "only the leader's own directory is known"
+    );
+    sync_last_append(&mut r, now, &out, "the first pin");
+    let end = r.log_end().offset;
+    step(&mut r, now, voter_fetch(2, Some(DirectoryId(22)), end));
+    assert_eq!(r.high_watermark(), end, "the first pin committed");
+    step(
+        &mut r,
+        now,
+        voter_fetch(3, Some(DirectoryId(33)), Offset(0)),
+    );
+
+    let (pinned, out) = pin(&mut r);
+    assert_eq!(pinned, Ok(()));
+    assert_eq!(
+        (dir(&r, 2), dir(&r, 3)),
+        (Some(DirectoryId(22)), None),
+        "r2 is caught up with 22; r3 lags with 33 and stays static"
+    );
+    sync_last_append(&mut r, now, &out, "the second pin");
+    let end = r.log_end().offset;
+    step(&mut r, now, voter_fetch(2, Some(DirectoryId(22)), end));
+    assert_eq!(r.high_watermark(), end, "the second pin committed");
+    let before = r.log_end();
+    assert_eq!(
+        pin(&mut r).0,
+        Err(MembershipError::NothingToPin {
+            waiting: vec![ReplicaId(3)]
+        })
+    );
+    assert_eq!(r.log_end(), before, "nothing was appended");
+}

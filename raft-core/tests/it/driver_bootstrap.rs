@@ -220,3 +220,99 @@ async fn with_the_rule_switched_off_the_emptied_standalone_founder_forks_a_clust
     wait_for_leader(std::slice::from_ref(&forked), None).await;
     forked.node.shutdown().bounded().await;
 }
+
+/// Three voters on storage from before formatting (an election state, no snapshot), so the
+/// configured set is in force as static entries; each with its own directory.
+async fn start_static_cluster(net: &MemNetwork, pin: bool) -> Vec<TestNode> {
+    let mut nodes = Vec::new();
+    for id in 1..=3u32 {
+        let stores = new_stores();
+        let old = raft_core::ElectionState {
+            epoch: raft_core::Epoch(0),
+            voted_for: None,
+            voted_directory: None,
+            leader: None,
+        };
+        raft_core::io::ElectionStore::save(&*stores.1, &old)
+            .await
+            .unwrap();
+        let cfg = voter_config(id, &[1, 2, 3], 0xd0 + u128::from(id));
+        let sm = Arc::new(Recorder::default());
+        let parts = Parts {
+            log: stores.0.clone(),
+            election: stores.1.clone(),
+            transport: Arc::new(net.endpoint(cfg.id)),
+            state_machine: sm.clone(),
+            snapshots: stores.2.clone(),
+        };
+        let options = DriverOptions {
+            seed: u64::from(id) * 7919,
+            pin_static_voters: pin,
+            ..DriverOptions::default()
+        };
+        let node = Node::start(cfg.validate().unwrap(), parts, options)
+            .await
+            .unwrap();
+        nodes.push(TestNode { node, sm });
+    }
+    nodes
+}
+
+fn keyed(ids: &[u32]) -> VoterSet {
+    VoterSet::from_entries(ids.iter().map(|id| {
+        let voter = Voter {
+            directory: Some(DirectoryId(0xd0 + u128::from(*id))),
+            endpoint: String::new(),
+        };
+        (ReplicaId(*id), voter)
+    }))
+    .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_static_voter_set_is_bound_to_the_voters_directories_in_place() {
+    // Goal: a cluster on storage from before formatting (static voters, which count an emptied
+    // disk as the voter it was) is upgraded without an operator: its leader binds every voter
+    // to the directory it votes with, and every replica ends on the keyed set. With the
+    // upgrade switched off the set stays static (the negative control).
+    let net = MemNetwork::new();
+    let nodes = start_static_cluster(&net, true).await;
+    let leader = wait_for_leader(&nodes, None).await;
+    nodes[leader]
+        .node
+        .write(Bytes::from_static(b"x"))
+        .bounded()
+        .await
+        .unwrap();
+    for n in &nodes {
+        n.node
+            .watch()
+            .wait_for(|s| s.voters == keyed(&[1, 2, 3]))
+            .bounded()
+            .await
+            .expect("the node runs");
+    }
+    for n in &nodes {
+        n.node.shutdown().bounded().await;
+    }
+
+    let net = MemNetwork::new();
+    let nodes = start_static_cluster(&net, false).await;
+    let leader = wait_for_leader(&nodes, None).await;
+    for _ in 0..20 {
+        nodes[leader]
+            .node
+            .write(Bytes::from_static(b"y"))
+            .bounded()
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for n in &nodes {
+        let voters = n.node.watch().borrow().voters.clone();
+        assert_eq!(voters, VoterSet::from_ids([1, 2, 3].map(ReplicaId)));
+    }
+    for n in &nodes {
+        n.node.shutdown().bounded().await;
+    }
+}
