@@ -57,9 +57,11 @@ use tokio::task::JoinHandle;
 
 use raft_core::codec::wire::{self, FrameLimits};
 use raft_core::codec::DecodeError;
-use raft_core::io::{RequestHandler, Transport, TransportError};
+use raft_core::io::{
+    GroupRequestHandler, HostTransport, RequestHandler, Transport, TransportError,
+};
 use raft_core::message::{Request, Response};
-use raft_core::ReplicaId;
+use raft_core::{GroupId, ReplicaId, VoterSet};
 
 pub use config::{QuicConfig, TlsMaterial};
 pub use metrics::{
@@ -67,7 +69,7 @@ pub use metrics::{
 };
 
 use metrics::Metrics;
-use peers::{Peer, Peers};
+use peers::{Advertised, Peer, Peers};
 use refusals::Refusals;
 use stream::{
     code, is_tls_refusal, read_failure, read_frame, write_failure, ReadFailure, StreamFailure,
@@ -91,7 +93,12 @@ pub enum SetupError {
 }
 
 /// A QUIC transport endpoint: serves inbound RPCs and calls peers. Cheap to share behind an
-/// `Arc`; [`Transport::close`] shuts it down.
+/// `Arc`; [`Transport::close`] (or [`HostTransport::close`]) shuts it down.
+///
+/// It is either a single-group node's [`Transport`] or a [`HostTransport`] carrying every group
+/// of a host, depending on which `serve` the owner calls (once). Calls through either trait
+/// share one connection per peer; a [`Transport`] call is a call in [`GroupId::DEFAULT`], whose
+/// frames are plain, so single-group nodes and hosts interoperate on the default group.
 pub struct QuicTransport {
     inner: Arc<Inner>,
 }
@@ -105,7 +112,9 @@ struct Inner {
     endpoint: Mutex<Option<quinn::Endpoint>>,
     client_config: quinn::ClientConfig,
     peers: Arc<Peers>,
-    handler: OnceLock<Arc<dyn RequestHandler>>,
+    /// What answers inbound requests: a host's handler, or a single-group node's seen as one
+    /// that runs only the default group. Set once, by whichever `serve` comes first.
+    handler: OnceLock<Arc<dyn GroupRequestHandler>>,
     closed: AtomicBool,
     metrics: Arc<Metrics>,
     /// Throttled warnings about refused peers, and the verifier's reasons.
@@ -604,8 +613,8 @@ impl Inner {
             }
         };
         self.metrics.bytes_received(LEN_PREFIX + frame.len());
-        let request = match wire::decode_request(frame, &self.limits) {
-            Ok(request) => request,
+        let (group, request) = match wire::decode_group_request(frame, &self.limits) {
+            Ok(routed) => routed,
             Err(DecodeError::UnsupportedVersion { found, .. }) => {
                 tracing::warn!(peer = %from, found, "peer speaks another wire version");
                 self.metrics.error(ErrorKind::VersionMismatch);
@@ -626,7 +635,13 @@ impl Inner {
             return;
         };
         let kind = request.kind();
-        let response = handler.handle(from, request).await;
+        let Some(response) = handler.handle(from, group, request).await else {
+            // Turned away unhandled, as before serving: the caller learns it was not acted on.
+            tracing::debug!(replica = %self.id, peer = %from, %group,
+                "turned away a request of a group this endpoint does not run");
+            let _ = send.reset(code::NOT_SERVING);
+            return;
+        };
         self.metrics.received(kind);
         let mut out = BytesMut::new();
         wire::encode_response(&response, &mut out);
@@ -671,15 +686,89 @@ impl Inner {
     }
 }
 
+impl Inner {
+    fn serve(&self, handler: Arc<dyn GroupRequestHandler>) -> Result<(), TransportError> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(TransportError::Closed);
+        }
+        // A transport is served once, through either trait; a second call keeps the first
+        // handler.
+        if self.handler.set(handler).is_err() {
+            tracing::warn!(replica = %self.id, "served twice; the first handler stays");
+        }
+        Ok(())
+    }
+
+    /// The one call path of both traits: a [`Transport`] call is a call in the default group,
+    /// whose frame is the plain one.
+    async fn call(
+        &self,
+        to: ReplicaId,
+        group: GroupId,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Response, TransportError> {
+        let kind = request.kind();
+        let mut frame = BytesMut::new();
+        wire::encode_group_request(group, &request, &mut frame);
+        self.metrics.sent(kind);
+        let response = self.call_frame(to, frame.freeze(), timeout).await?;
+        wire::decode_response(response, &self.limits)
+            .map_err(|source| self.fail(TransportError::Codec { peer: to, source }))
+    }
+
+    /// Voters advertise `host:port` endpoints, their host's in every group; those resolve to
+    /// this endpoint's way to them (a static voter's empty endpoint leaves its configured
+    /// address alone). See [`Peers::advertise`] for how the groups' endpoints combine.
+    fn voters_changed(&self, group: GroupId, voters: &VoterSet) {
+        let mut endpoints = std::collections::BTreeMap::new();
+        for (id, v) in voters.iter() {
+            if id == self.id || v.endpoint.is_empty() {
+                continue;
+            }
+            match v.endpoint.parse::<SocketAddr>() {
+                Ok(addr) => {
+                    endpoints.insert(id, addr);
+                }
+                Err(e) => tracing::warn!(
+                    replica = %self.id, %group, peer = %id, endpoint = %v.endpoint, error = %e,
+                    "voter endpoint is not an address; keeping the configured one"
+                ),
+            }
+        }
+        for change in self.peers.advertise(group, endpoints) {
+            match change {
+                Advertised::Moved(peer, addr) => tracing::info!(
+                    replica = %self.id, %group, %peer, %addr, "peer address from the voter set"
+                ),
+                Advertised::Conflict(peer, addrs) => tracing::warn!(
+                    replica = %self.id, %group, %peer, ?addrs,
+                    "groups advertise different endpoints for one host; the newest is used"
+                ),
+            }
+        }
+    }
+}
+
+/// A single-group node's handler seen as a host's that runs only the default group: requests
+/// of any other group are turned away unhandled.
+struct DefaultGroupOnly(Arc<dyn RequestHandler>);
+
+#[async_trait]
+impl GroupRequestHandler for DefaultGroupOnly {
+    async fn handle(&self, from: ReplicaId, group: GroupId, request: Request) -> Option<Response> {
+        if group != GroupId::DEFAULT {
+            return None;
+        }
+        Some(self.0.handle(from, request).await)
+    }
+}
+
+/// A single-group node: the default group of [`HostTransport`], over plain frames.
 #[async_trait]
 impl Transport for QuicTransport {
     async fn serve(&self, handler: Arc<dyn RequestHandler>) -> Result<(), TransportError> {
-        if self.inner.closed.load(Ordering::SeqCst) {
-            return Err(TransportError::Closed);
-        }
-        // A second call keeps the first handler: the driver calls this exactly once.
-        let _ = self.inner.handler.set(handler);
-        Ok(())
+        self.inner.serve(Arc::new(DefaultGroupOnly(handler)))
     }
 
     async fn call(
@@ -688,13 +777,9 @@ impl Transport for QuicTransport {
         request: Request,
         timeout: Duration,
     ) -> Result<Response, TransportError> {
-        let kind = request.kind();
-        let mut frame = BytesMut::new();
-        wire::encode_request(&request, &mut frame);
-        self.inner.metrics.sent(kind);
-        let response = self.inner.call_frame(to, frame.freeze(), timeout).await?;
-        wire::decode_response(response, &self.inner.limits)
-            .map_err(|source| self.inner.fail(TransportError::Codec { peer: to, source }))
+        self.inner
+            .call(to, GroupId::DEFAULT, request, timeout)
+            .await
     }
 
     async fn close(&self) {
@@ -703,22 +788,37 @@ impl Transport for QuicTransport {
 
     /// Voters added online advertise `host:port` endpoints; those resolve to this replica's
     /// way to them (a static voter's empty endpoint leaves its configured address alone).
-    fn voters_changed(&self, voters: &raft_core::VoterSet) {
-        for (id, v) in voters.iter() {
-            if id == self.inner.id || v.endpoint.is_empty() {
-                continue;
-            }
-            match v.endpoint.parse::<SocketAddr>() {
-                Ok(addr) => {
-                    if self.inner.peers.set(id, addr) {
-                        tracing::info!(replica = %self.inner.id, peer = %id, %addr, "peer address from the voter set");
-                    }
-                }
-                Err(e) => tracing::warn!(
-                    replica = %self.inner.id, peer = %id, endpoint = %v.endpoint, error = %e,
-                    "voter endpoint is not an address; keeping the configured one"
-                ),
-            }
-        }
+    fn voters_changed(&self, voters: &VoterSet) {
+        self.inner.voters_changed(GroupId::DEFAULT, voters);
+    }
+}
+
+/// A host running many groups: one connection per peer host carries every group's requests,
+/// each in a routed frame naming its group (plain for the default group).
+#[async_trait]
+impl HostTransport for QuicTransport {
+    async fn serve(&self, handler: Arc<dyn GroupRequestHandler>) -> Result<(), TransportError> {
+        self.inner.serve(handler)
+    }
+
+    async fn call(
+        &self,
+        to: ReplicaId,
+        group: GroupId,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Response, TransportError> {
+        self.inner.call(to, group, request, timeout).await
+    }
+
+    async fn close(&self) {
+        self.inner.shut_down().await;
+    }
+
+    /// Voter endpoints are host endpoints: every group's feed one peer table. A replica's
+    /// address follows the newest endpoint any group still names for it; one that no group
+    /// names any more keeps the address it had (it may still be an observer somewhere).
+    fn voters_changed(&self, group: GroupId, voters: &VoterSet) {
+        self.inner.voters_changed(group, voters);
     }
 }
