@@ -1,6 +1,7 @@
 //! Integration tests of the QUIC transport on loopback with ephemeral ports: the raft-core
-//! transport conformance suite, TLS identity checks, frame limits, version refusal, and a peer
-//! killed and restarted in a child process (`crash`).
+//! transport conformance suite, TLS identity checks, frame limits, version refusal, a peer
+//! killed and restarted in a child process (`crash`), and hosts that run many groups over one
+//! transport each (`groups`).
 //!
 //! Every test waits for events under timeouts; none sleeps.
 
@@ -25,6 +26,7 @@ use raft_transport_quic::certs::{self, CaMaterial, Validity};
 use raft_transport_quic::{QuicConfig, QuicTransport, TlsMaterial};
 
 mod crash;
+mod groups;
 
 const T: Duration = Duration::from_secs(10);
 
