@@ -14,12 +14,38 @@ use raft_core::io::{GroupRequestHandler, HostTransport, TransportError};
 use raft_core::message::{
     ReadIndexRequest, ReadIndexResponse, Request, Response, VoteRequest, VoteResponse,
 };
+use raft_core::testing::transport::{run_all_hosts, HostTransportBuilder, HostTransportSet};
 use raft_core::{DirectoryId, Epoch, GroupId, Offset, OffsetAndEpoch, ReplicaId, Voter, VoterSet};
 use raft_transport_quic::certs::{self, CaMaterial};
 use raft_transport_quic::{QuicConfig, QuicTransport};
 use tokio::sync::Barrier;
 
-use crate::{config, loopback, tls, Counting, T};
+use crate::{config, loopback, tls, Counting, QuicSet, T};
+
+#[async_trait]
+impl HostTransportSet for QuicSet {
+    fn endpoint(&self, id: ReplicaId) -> Arc<dyn HostTransport> {
+        self.endpoints[&id].clone()
+    }
+
+    async fn restart(&mut self, id: ReplicaId) -> Arc<dyn HostTransport> {
+        self.restart_endpoint(id).await
+    }
+}
+
+struct QuicHostBuilder;
+
+#[async_trait]
+impl HostTransportBuilder for QuicHostBuilder {
+    async fn build(&self, ids: &[ReplicaId]) -> Box<dyn HostTransportSet> {
+        Box::new(QuicSet::new(ids))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quic_hosts_pass_the_conformance_suite() {
+    run_all_hosts(&QuicHostBuilder).await;
+}
 
 /// What one group of one host was asked: `(from, epoch)` of every request it answered.
 type Asked = Arc<Mutex<Vec<(ReplicaId, u32)>>>;
