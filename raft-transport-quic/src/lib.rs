@@ -1,4 +1,5 @@
-//! Peer RPCs over QUIC with mutual TLS, implementing `raft_core::io::Transport`.
+//! Peer RPCs over QUIC with mutual TLS, implementing `raft_core::io::Transport` for a node that
+//! runs one group and `raft_core::io::HostTransport` for a host that runs many.
 //!
 //! * One QUIC connection per peer, dialled on first use, kept open by keep-alives and redialled
 //!   with exponential backoff after it is lost. An inbound connection from a peer is reused for
@@ -8,12 +9,20 @@
 //! * A frame on a stream is a little-endian `u32` length and then that many bytes of
 //!   `raft_core::codec::wire` frame. Frames above [`QuicConfig::frame_bytes_max`] are refused
 //!   on the stream (typed error, counted) and the connection stays usable.
+//! * Many groups, one transport: a [`HostTransport`] call names its group in a routed frame
+//!   (`raft_core::codec::wire::encode_group_request`) and travels on the connection every other
+//!   group's calls to that host use. A [`Transport`] call is a call in [`GroupId::DEFAULT`],
+//!   whose frame is the plain one, so a single-group node and a host interoperate on the default
+//!   group. An endpoint is served once, through either trait; a request of a group its handler
+//!   does not run is turned away unhandled, and the caller gets `TransportError::NotSent`.
 //! * Mutual TLS 1.3, always, with the ring provider. Each node's certificate names its replica
 //!   in a DNS SAN `replica-<id>.raft` ([`certs`]); see [`certs`] for the scheme.
 //! * The peers it reaches: the configured ones; any replica whose certificate the CA signed,
 //!   learned at the address it connects from (unless [`QuicConfig::accept_unlisted`] is off);
-//!   and the voters whose endpoints the voter set advertises ([`Transport::voters_changed`]),
-//!   so that a voter added online is reached though no configuration here names it.
+//!   and the voters whose endpoints the voter set advertises ([`Transport::voters_changed`],
+//!   [`HostTransport::voters_changed`]), so that a voter added online is reached though no
+//!   configuration here names it. Voter endpoints are host endpoints: a replica is reached at
+//!   the newest endpoint any group still names for it.
 //!
 //! Building a transport from a config and certificates:
 //!
@@ -29,7 +38,8 @@
 //! let peers = BTreeMap::from([(ReplicaId(2), "10.0.0.2:7000".parse().unwrap())]);
 //! let config = QuicConfig::new(ReplicaId(1), "0.0.0.0:7000".parse().unwrap(), peers, tls);
 //! let transport = QuicTransport::bind(config)?;
-//! // transport.serve(handler).await, then transport.call(...)
+//! // Transport::serve(&transport, handler).await, then Transport::call(&transport, ...);
+//! // or, on a host, HostTransport::serve and HostTransport::call.
 //! # Ok(()) }
 //! ```
 #![warn(missing_docs)]
