@@ -68,7 +68,8 @@ use tokio::task::JoinHandle;
 use raft_core::codec::wire::{self, FrameLimits};
 use raft_core::codec::DecodeError;
 use raft_core::io::{
-    GroupRequestHandler, HostTransport, RequestHandler, Transport, TransportError,
+    DefaultGroupHandler, GroupRequestHandler, HostTransport, RequestHandler, Transport,
+    TransportError,
 };
 use raft_core::message::{Request, Response};
 use raft_core::{GroupId, ReplicaId, VoterSet};
@@ -760,25 +761,11 @@ impl Inner {
     }
 }
 
-/// A single-group node's handler seen as a host's that runs only the default group: requests
-/// of any other group are turned away unhandled.
-struct DefaultGroupOnly(Arc<dyn RequestHandler>);
-
-#[async_trait]
-impl GroupRequestHandler for DefaultGroupOnly {
-    async fn handle(&self, from: ReplicaId, group: GroupId, request: Request) -> Option<Response> {
-        if group != GroupId::DEFAULT {
-            return None;
-        }
-        Some(self.0.handle(from, request).await)
-    }
-}
-
 /// A single-group node: the default group of [`HostTransport`], over plain frames.
 #[async_trait]
 impl Transport for QuicTransport {
     async fn serve(&self, handler: Arc<dyn RequestHandler>) -> Result<(), TransportError> {
-        self.inner.serve(Arc::new(DefaultGroupOnly(handler)))
+        self.inner.serve(Arc::new(DefaultGroupHandler(handler)))
     }
 
     async fn call(
