@@ -1,4 +1,5 @@
-//! Peer RPCs over QUIC with mutual TLS, implementing `raft_core::io::Transport`.
+//! Peer RPCs over QUIC with mutual TLS, implementing `raft_core::io::Transport` for a node that
+//! runs one group and `raft_core::io::HostTransport` for a host that runs many.
 //!
 //! * One QUIC connection per peer, dialled on first use, kept open by keep-alives and redialled
 //!   with exponential backoff after it is lost. An inbound connection from a peer is reused for
@@ -8,12 +9,20 @@
 //! * A frame on a stream is a little-endian `u32` length and then that many bytes of
 //!   `raft_core::codec::wire` frame. Frames above [`QuicConfig::frame_bytes_max`] are refused
 //!   on the stream (typed error, counted) and the connection stays usable.
+//! * Many groups, one transport: a [`HostTransport`] call names its group in a routed frame
+//!   (`raft_core::codec::wire::encode_group_request`) and travels on the connection every other
+//!   group's calls to that host use. A [`Transport`] call is a call in [`GroupId::DEFAULT`],
+//!   whose frame is the plain one, so a single-group node and a host interoperate on the default
+//!   group. An endpoint is served once, through either trait; a request of a group its handler
+//!   does not run is turned away unhandled, and the caller gets `TransportError::NotSent`.
 //! * Mutual TLS 1.3, always, with the ring provider. Each node's certificate names its replica
 //!   in a DNS SAN `replica-<id>.raft` ([`certs`]); see [`certs`] for the scheme.
 //! * The peers it reaches: the configured ones; any replica whose certificate the CA signed,
 //!   learned at the address it connects from (unless [`QuicConfig::accept_unlisted`] is off);
-//!   and the voters whose endpoints the voter set advertises ([`Transport::voters_changed`]),
-//!   so that a voter added online is reached though no configuration here names it.
+//!   and the voters whose endpoints the voter set advertises ([`Transport::voters_changed`],
+//!   [`HostTransport::voters_changed`]), so that a voter added online is reached though no
+//!   configuration here names it. Voter endpoints are host endpoints: a replica is reached at
+//!   the newest endpoint any group still names for it.
 //!
 //! Building a transport from a config and certificates:
 //!
@@ -29,7 +38,8 @@
 //! let peers = BTreeMap::from([(ReplicaId(2), "10.0.0.2:7000".parse().unwrap())]);
 //! let config = QuicConfig::new(ReplicaId(1), "0.0.0.0:7000".parse().unwrap(), peers, tls);
 //! let transport = QuicTransport::bind(config)?;
-//! // transport.serve(handler).await, then transport.call(...)
+//! // Transport::serve(&transport, handler).await, then Transport::call(&transport, ...);
+//! // or, on a host, HostTransport::serve and HostTransport::call.
 //! # Ok(()) }
 //! ```
 #![warn(missing_docs)]
@@ -57,9 +67,12 @@ use tokio::task::JoinHandle;
 
 use raft_core::codec::wire::{self, FrameLimits};
 use raft_core::codec::DecodeError;
-use raft_core::io::{RequestHandler, Transport, TransportError};
+use raft_core::io::{
+    DefaultGroupHandler, GroupRequestHandler, HostTransport, RequestHandler, Transport,
+    TransportError,
+};
 use raft_core::message::{Request, Response};
-use raft_core::ReplicaId;
+use raft_core::{GroupId, ReplicaId, VoterSet};
 
 pub use config::{QuicConfig, TlsMaterial};
 pub use metrics::{
@@ -67,7 +80,7 @@ pub use metrics::{
 };
 
 use metrics::Metrics;
-use peers::{Peer, Peers};
+use peers::{Advertised, Peer, Peers};
 use refusals::Refusals;
 use stream::{
     code, is_tls_refusal, read_failure, read_frame, write_failure, ReadFailure, StreamFailure,
@@ -91,7 +104,12 @@ pub enum SetupError {
 }
 
 /// A QUIC transport endpoint: serves inbound RPCs and calls peers. Cheap to share behind an
-/// `Arc`; [`Transport::close`] shuts it down.
+/// `Arc`; [`Transport::close`] (or [`HostTransport::close`]) shuts it down.
+///
+/// It is either a single-group node's [`Transport`] or a [`HostTransport`] carrying every group
+/// of a host, depending on which `serve` the owner calls (once). Calls through either trait
+/// share one connection per peer; a [`Transport`] call is a call in [`GroupId::DEFAULT`], whose
+/// frames are plain, so single-group nodes and hosts interoperate on the default group.
 pub struct QuicTransport {
     inner: Arc<Inner>,
 }
@@ -105,7 +123,9 @@ struct Inner {
     endpoint: Mutex<Option<quinn::Endpoint>>,
     client_config: quinn::ClientConfig,
     peers: Arc<Peers>,
-    handler: OnceLock<Arc<dyn RequestHandler>>,
+    /// What answers inbound requests: a host's handler, or a single-group node's seen as one
+    /// that runs only the default group. Set once, by whichever `serve` comes first.
+    handler: OnceLock<Arc<dyn GroupRequestHandler>>,
     closed: AtomicBool,
     metrics: Arc<Metrics>,
     /// Throttled warnings about refused peers, and the verifier's reasons.
@@ -604,8 +624,8 @@ impl Inner {
             }
         };
         self.metrics.bytes_received(LEN_PREFIX + frame.len());
-        let request = match wire::decode_request(frame, &self.limits) {
-            Ok(request) => request,
+        let (group, request) = match wire::decode_group_request(frame, &self.limits) {
+            Ok(routed) => routed,
             Err(DecodeError::UnsupportedVersion { found, .. }) => {
                 tracing::warn!(peer = %from, found, "peer speaks another wire version");
                 self.metrics.error(ErrorKind::VersionMismatch);
@@ -626,7 +646,13 @@ impl Inner {
             return;
         };
         let kind = request.kind();
-        let response = handler.handle(from, request).await;
+        let Some(response) = handler.handle(from, group, request).await else {
+            // Turned away unhandled, as before serving: the caller learns it was not acted on.
+            tracing::debug!(replica = %self.id, peer = %from, %group,
+                "turned away a request of a group this endpoint does not run");
+            let _ = send.reset(code::NOT_SERVING);
+            return;
+        };
         self.metrics.received(kind);
         let mut out = BytesMut::new();
         wire::encode_response(&response, &mut out);
@@ -671,15 +697,75 @@ impl Inner {
     }
 }
 
+impl Inner {
+    fn serve(&self, handler: Arc<dyn GroupRequestHandler>) -> Result<(), TransportError> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(TransportError::Closed);
+        }
+        // A transport is served once, through either trait; a second call keeps the first
+        // handler.
+        if self.handler.set(handler).is_err() {
+            tracing::warn!(replica = %self.id, "served twice; the first handler stays");
+        }
+        Ok(())
+    }
+
+    /// The one call path of both traits: a [`Transport`] call is a call in the default group,
+    /// whose frame is the plain one.
+    async fn call(
+        &self,
+        to: ReplicaId,
+        group: GroupId,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Response, TransportError> {
+        let kind = request.kind();
+        let mut frame = BytesMut::new();
+        wire::encode_group_request(group, &request, &mut frame);
+        self.metrics.sent(kind);
+        let response = self.call_frame(to, frame.freeze(), timeout).await?;
+        wire::decode_response(response, &self.limits)
+            .map_err(|source| self.fail(TransportError::Codec { peer: to, source }))
+    }
+
+    /// Voters advertise `host:port` endpoints, their host's in every group; those resolve to
+    /// this endpoint's way to them (a static voter's empty endpoint leaves its configured
+    /// address alone). See [`Peers::advertise`] for how the groups' endpoints combine.
+    fn voters_changed(&self, group: GroupId, voters: &VoterSet) {
+        let mut endpoints = std::collections::BTreeMap::new();
+        for (id, v) in voters.iter() {
+            if id == self.id || v.endpoint.is_empty() {
+                continue;
+            }
+            match v.endpoint.parse::<SocketAddr>() {
+                Ok(addr) => {
+                    endpoints.insert(id, addr);
+                }
+                Err(e) => tracing::warn!(
+                    replica = %self.id, %group, peer = %id, endpoint = %v.endpoint, error = %e,
+                    "voter endpoint is not an address; keeping the configured one"
+                ),
+            }
+        }
+        for change in self.peers.advertise(group, endpoints) {
+            match change {
+                Advertised::Moved(peer, addr) => tracing::info!(
+                    replica = %self.id, %group, %peer, %addr, "peer address from the voter set"
+                ),
+                Advertised::Conflict(peer, addrs) => tracing::warn!(
+                    replica = %self.id, %group, %peer, ?addrs,
+                    "groups advertise different endpoints for one host; the newest is used"
+                ),
+            }
+        }
+    }
+}
+
+/// A single-group node: the default group of [`HostTransport`], over plain frames.
 #[async_trait]
 impl Transport for QuicTransport {
     async fn serve(&self, handler: Arc<dyn RequestHandler>) -> Result<(), TransportError> {
-        if self.inner.closed.load(Ordering::SeqCst) {
-            return Err(TransportError::Closed);
-        }
-        // A second call keeps the first handler: the driver calls this exactly once.
-        let _ = self.inner.handler.set(handler);
-        Ok(())
+        self.inner.serve(Arc::new(DefaultGroupHandler(handler)))
     }
 
     async fn call(
@@ -688,13 +774,9 @@ impl Transport for QuicTransport {
         request: Request,
         timeout: Duration,
     ) -> Result<Response, TransportError> {
-        let kind = request.kind();
-        let mut frame = BytesMut::new();
-        wire::encode_request(&request, &mut frame);
-        self.inner.metrics.sent(kind);
-        let response = self.inner.call_frame(to, frame.freeze(), timeout).await?;
-        wire::decode_response(response, &self.inner.limits)
-            .map_err(|source| self.inner.fail(TransportError::Codec { peer: to, source }))
+        self.inner
+            .call(to, GroupId::DEFAULT, request, timeout)
+            .await
     }
 
     async fn close(&self) {
@@ -703,22 +785,37 @@ impl Transport for QuicTransport {
 
     /// Voters added online advertise `host:port` endpoints; those resolve to this replica's
     /// way to them (a static voter's empty endpoint leaves its configured address alone).
-    fn voters_changed(&self, voters: &raft_core::VoterSet) {
-        for (id, v) in voters.iter() {
-            if id == self.inner.id || v.endpoint.is_empty() {
-                continue;
-            }
-            match v.endpoint.parse::<SocketAddr>() {
-                Ok(addr) => {
-                    if self.inner.peers.set(id, addr) {
-                        tracing::info!(replica = %self.inner.id, peer = %id, %addr, "peer address from the voter set");
-                    }
-                }
-                Err(e) => tracing::warn!(
-                    replica = %self.inner.id, peer = %id, endpoint = %v.endpoint, error = %e,
-                    "voter endpoint is not an address; keeping the configured one"
-                ),
-            }
-        }
+    fn voters_changed(&self, voters: &VoterSet) {
+        self.inner.voters_changed(GroupId::DEFAULT, voters);
+    }
+}
+
+/// A host running many groups: one connection per peer host carries every group's requests,
+/// each in a routed frame naming its group (plain for the default group).
+#[async_trait]
+impl HostTransport for QuicTransport {
+    async fn serve(&self, handler: Arc<dyn GroupRequestHandler>) -> Result<(), TransportError> {
+        self.inner.serve(handler)
+    }
+
+    async fn call(
+        &self,
+        to: ReplicaId,
+        group: GroupId,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Response, TransportError> {
+        self.inner.call(to, group, request, timeout).await
+    }
+
+    async fn close(&self) {
+        self.inner.shut_down().await;
+    }
+
+    /// Voter endpoints are host endpoints: every group's feed one peer table. A replica's
+    /// address follows the newest endpoint any group still names for it; one that no group
+    /// names any more keeps the address it had (it may still be an observer somewhere).
+    fn voters_changed(&self, group: GroupId, voters: &VoterSet) {
+        self.inner.voters_changed(group, voters);
     }
 }

@@ -19,7 +19,8 @@ pub(crate) mod code {
     pub const REQUEST_TOO_LARGE: VarInt = VarInt::from_u32(1);
     /// The request frame could not be decoded.
     pub const MALFORMED: VarInt = VarInt::from_u32(2);
-    /// The receiver does not serve yet.
+    /// The receiver turned the request away unhandled: it does not serve yet, or does not run
+    /// the request's group.
     pub const NOT_SERVING: VarInt = VarInt::from_u32(3);
     /// The response would exceed the responder's limit.
     pub const RESPONSE_TOO_LARGE: VarInt = VarInt::from_u32(4);
@@ -82,7 +83,9 @@ pub(crate) fn peer_refusal(to: ReplicaId, code: VarInt, sent: usize) -> Transpor
     } else if code == code::NOT_SERVING {
         TransportError::NotSent {
             peer: to,
-            reason: "peer is not serving yet".into(),
+            reason: "peer turned the request away unhandled (not serving yet, or not running \
+                     its group)"
+                .into(),
         }
     } else {
         TransportError::Unreachable {

@@ -6,6 +6,11 @@
 //! serves every endpoint itself with a handler whose answers are a pure function of the request
 //! and of the authenticated sender, so each response can be checked exactly.
 //!
+//! A [`HostTransport`] (one transport carrying the requests of many groups) passes the same
+//! checks through [`run_all_hosts`]: every check of [`run_all`] with all calls in one group,
+//! once in a routed group and once in the default one, and then [`groups_are_routed`]. Its
+//! adapter implements [`HostTransportBuilder`] and [`HostTransportSet`].
+//!
 //! No check sleeps: each waits for the event it expects under a timeout, and a check that
 //! cannot finish in time fails with the name of the promise it was checking.
 
@@ -17,12 +22,13 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use crate::io::{RequestHandler, Transport, TransportError};
+use crate::io::{GroupRequestHandler, HostTransport, RequestHandler, Transport, TransportError};
 use crate::message::{
     EpochResponse, FetchRequest, FetchResponse, ReadBarrier, ReadIndexRequest, ReadIndexResponse,
     Request, Response, VoteRequest, VoteResponse,
 };
-use crate::types::{Epoch, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId};
+use crate::types::{Epoch, GroupId, Offset, OffsetAndEpoch, Record, RecordKind, ReplicaId};
+use crate::voters::VoterSet;
 
 /// A set of connected endpoints under test, one per replica id it was built with.
 #[async_trait]
@@ -475,4 +481,196 @@ pub async fn closed_transport_refuses_calls(builder: &dyn TransportBuilder) {
         other => panic!("transport suite: call after close: expected Closed, got {other:?}"),
     }
     h.close().await;
+}
+
+/// A set of connected hosts under test, one per replica id it was built with: what
+/// [`TransportSet`] is for [`Transport`].
+#[async_trait]
+pub trait HostTransportSet: Send + Sync {
+    /// The current endpoint of `id` (the suite calls `serve` on it exactly once).
+    fn endpoint(&self, id: ReplicaId) -> Arc<dyn HostTransport>;
+
+    /// Closes the endpoint of `id` and starts a new one for the same id, reachable by the others
+    /// exactly as before. The suite serves the new endpoint.
+    async fn restart(&mut self, id: ReplicaId) -> Arc<dyn HostTransport>;
+}
+
+/// Builds connected host sets for the suite.
+#[async_trait]
+pub trait HostTransportBuilder: Send + Sync {
+    /// A fresh set of endpoints for `ids`, each knowing all the others as peers and no other id.
+    async fn build(&self, ids: &[ReplicaId]) -> Box<dyn HostTransportSet>;
+}
+
+/// The group other than the default one in which [`run_all_hosts`] runs the checks of
+/// [`run_all`].
+pub const ROUTED_GROUP: GroupId = GroupId(7);
+
+/// Runs every check of [`run_all`] over hosts from `builder` with every call in
+/// [`ROUTED_GROUP`], then again in [`GroupId::DEFAULT`], then [`groups_are_routed`]. Panics
+/// naming the check that failed.
+pub async fn run_all_hosts(builder: &dyn HostTransportBuilder) {
+    for group in [ROUTED_GROUP, GroupId::DEFAULT] {
+        run_all(&InGroup { builder, group }).await;
+    }
+    groups_are_routed(builder).await;
+}
+
+/// Hosts seen as single-group endpoints that run and call only `group`.
+struct InGroup<'a> {
+    builder: &'a dyn HostTransportBuilder,
+    group: GroupId,
+}
+
+#[async_trait]
+impl TransportBuilder for InGroup<'_> {
+    async fn build(&self, ids: &[ReplicaId]) -> Box<dyn TransportSet> {
+        let hosts = self.builder.build(ids).await;
+        Box::new(GroupSet {
+            hosts,
+            group: self.group,
+        })
+    }
+}
+
+struct GroupSet {
+    hosts: Box<dyn HostTransportSet>,
+    group: GroupId,
+}
+
+#[async_trait]
+impl TransportSet for GroupSet {
+    fn endpoint(&self, id: ReplicaId) -> Arc<dyn Transport> {
+        Arc::new(GroupView {
+            host: self.hosts.endpoint(id),
+            group: self.group,
+        })
+    }
+
+    async fn restart(&mut self, id: ReplicaId) -> Arc<dyn Transport> {
+        Arc::new(GroupView {
+            host: self.hosts.restart(id).await,
+            group: self.group,
+        })
+    }
+}
+
+/// One group of a host, as a [`Transport`].
+struct GroupView {
+    host: Arc<dyn HostTransport>,
+    group: GroupId,
+}
+
+#[async_trait]
+impl Transport for GroupView {
+    async fn serve(&self, handler: Arc<dyn RequestHandler>) -> Result<(), TransportError> {
+        let handler = Arc::new(OneGroup {
+            group: self.group,
+            handler,
+        });
+        self.host.serve(handler).await
+    }
+
+    async fn call(
+        &self,
+        to: ReplicaId,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Response, TransportError> {
+        self.host.call(to, self.group, request, timeout).await
+    }
+
+    async fn close(&self) {
+        self.host.close().await;
+    }
+
+    fn voters_changed(&self, voters: &VoterSet) {
+        self.host.voters_changed(self.group, voters);
+    }
+}
+
+/// A single-group handler on a host that runs only that group.
+struct OneGroup {
+    group: GroupId,
+    handler: Arc<dyn RequestHandler>,
+}
+
+#[async_trait]
+impl GroupRequestHandler for OneGroup {
+    async fn handle(&self, from: ReplicaId, group: GroupId, request: Request) -> Option<Response> {
+        if group != self.group {
+            return None;
+        }
+        Some(self.handler.handle(from, request).await)
+    }
+}
+
+/// The groups each host of [`groups_are_routed`] runs: the first two run the default group
+/// and groups 1 and 2, the third only group 1; nobody runs group 3.
+fn routed_groups(host: ReplicaId) -> &'static [GroupId] {
+    if host == SUITE_IDS[2] {
+        &[GroupId(1)]
+    } else {
+        &[GroupId::DEFAULT, GroupId(1), GroupId(2)]
+    }
+}
+
+/// Grants a vote exactly when its candidate is the authenticated sender, its voter this host,
+/// and its epoch the number of the group it arrived in; turns away the groups the host does not
+/// run.
+struct RoutedHandler {
+    id: ReplicaId,
+}
+
+#[async_trait]
+impl GroupRequestHandler for RoutedHandler {
+    async fn handle(&self, from: ReplicaId, group: GroupId, request: Request) -> Option<Response> {
+        if !routed_groups(self.id).contains(&group) {
+            return None;
+        }
+        let Request::Vote(r) = request else {
+            return None;
+        };
+        Some(Response::Vote(VoteResponse {
+            error: None,
+            epoch: r.epoch,
+            leader: Some(self.id),
+            granted: r.candidate == from && r.voter == self.id && u64::from(r.epoch.0) == group.0,
+        }))
+    }
+}
+
+/// Each call reaches the handler of the group it names on the host it names, which sees the
+/// caller as sender; a call in a group the callee does not run is turned away unhandled and
+/// fails with `NotSent`.
+pub async fn groups_are_routed(builder: &dyn HostTransportBuilder) {
+    let hosts = within("build", builder.build(&SUITE_IDS)).await;
+    for id in SUITE_IDS {
+        within(
+            "serve",
+            hosts.endpoint(id).serve(Arc::new(RoutedHandler { id })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("transport suite: serve on {id} failed: {e}"));
+    }
+    for from in SUITE_IDS {
+        for to in SUITE_IDS.into_iter().filter(|to| *to != from) {
+            for group in (0..=3).map(GroupId) {
+                let what = format!("{from} -> {to} in {group}");
+                let epoch = group.0 as u32;
+                let caller = hosts.endpoint(from);
+                let call = caller.call(to, group, vote(epoch, from, to), RPC_TIMEOUT);
+                match within(&what, call).await {
+                    Ok(resp) if routed_groups(to).contains(&group) => {
+                        expect_vote_granted(&what, resp, epoch, to)
+                    }
+                    Err(TransportError::NotSent { .. }) if !routed_groups(to).contains(&group) => {}
+                    other => panic!("transport suite: {what}: {other:?}"),
+                }
+            }
+        }
+    }
+    for id in SUITE_IDS {
+        within("close", hosts.endpoint(id).close()).await;
+    }
 }

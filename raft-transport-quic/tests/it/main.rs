@@ -1,6 +1,7 @@
 //! Integration tests of the QUIC transport on loopback with ephemeral ports: the raft-core
-//! transport conformance suite, TLS identity checks, frame limits, version refusal, and a peer
-//! killed and restarted in a child process (`crash`).
+//! transport conformance suite, TLS identity checks, frame limits, version refusal, a peer
+//! killed and restarted in a child process (`crash`), and hosts that run many groups over one
+//! transport each (`groups`).
 //!
 //! Every test waits for events under timeouts; none sleeps.
 
@@ -25,6 +26,7 @@ use raft_transport_quic::certs::{self, CaMaterial, Validity};
 use raft_transport_quic::{QuicConfig, QuicTransport, TlsMaterial};
 
 mod crash;
+mod groups;
 
 const T: Duration = Duration::from_secs(10);
 
@@ -84,28 +86,9 @@ impl QuicSet {
         let config = config(id.0, tls(&self.ca, node), &peers);
         Arc::new(QuicTransport::with_socket(config, socket).expect("transport"))
     }
-}
 
-#[async_trait]
-impl TransportSet for QuicSet {
-    fn endpoint(&self, id: ReplicaId) -> Arc<dyn Transport> {
-        self.endpoints[&id].clone()
-    }
-
-    async fn restart(&mut self, id: ReplicaId) -> Arc<dyn Transport> {
-        self.endpoints[&id].close().await;
-        let socket = rebind(self.addrs[&id]).await;
-        let endpoint = self.start(id, socket);
-        self.endpoints.insert(id, endpoint.clone());
-        endpoint
-    }
-}
-
-struct QuicBuilder;
-
-#[async_trait]
-impl TransportBuilder for QuicBuilder {
-    async fn build(&self, ids: &[ReplicaId]) -> Box<dyn TransportSet> {
+    /// A fresh set of endpoints for `ids`, each knowing all the others.
+    fn new(ids: &[ReplicaId]) -> QuicSet {
         let ca = certs::generate_ca().expect("ca");
         let sockets: Vec<(ReplicaId, UdpSocket)> = ids.iter().map(|id| (*id, loopback())).collect();
         let addrs = sockets
@@ -121,7 +104,36 @@ impl TransportBuilder for QuicBuilder {
             let endpoint = set.start(id, socket);
             set.endpoints.insert(id, endpoint);
         }
-        Box::new(set)
+        set
+    }
+
+    /// Closes the endpoint of `id` and starts a new one on its address.
+    async fn restart_endpoint(&mut self, id: ReplicaId) -> Arc<QuicTransport> {
+        Transport::close(&*self.endpoints[&id]).await;
+        let socket = rebind(self.addrs[&id]).await;
+        let endpoint = self.start(id, socket);
+        self.endpoints.insert(id, endpoint.clone());
+        endpoint
+    }
+}
+
+#[async_trait]
+impl TransportSet for QuicSet {
+    fn endpoint(&self, id: ReplicaId) -> Arc<dyn Transport> {
+        self.endpoints[&id].clone()
+    }
+
+    async fn restart(&mut self, id: ReplicaId) -> Arc<dyn Transport> {
+        self.restart_endpoint(id).await
+    }
+}
+
+struct QuicBuilder;
+
+#[async_trait]
+impl TransportBuilder for QuicBuilder {
+    async fn build(&self, ids: &[ReplicaId]) -> Box<dyn TransportSet> {
+        Box::new(QuicSet::new(ids))
     }
 }
 
