@@ -31,6 +31,9 @@
 //!   on real processes, step by step, with the longest write stall each causes.
 //! * `memory`: the resident memory of each of three real `raft-node` processes, idle, at its
 //!   peak while keys are loaded (snapshots included) and in steady state, against the live data.
+//! * `groups`: hosts of many groups (three in one process, in-memory transport and storage),
+//!   idle: CPU per host, requests per second and memory per group replica at 100 to 10,000
+//!   groups.
 //!
 //! After the suites, the performance targets are read off their figures ([`targets`]): each
 //! target's figure, what it is compared with, the ratio and whether it meets the goal, printed
@@ -54,6 +57,7 @@ mod cluster_suite;
 mod core_suite;
 mod durable_writes;
 mod failover_suite;
+mod groups_suite;
 mod measure;
 mod membership_suite;
 mod memory_suite;
@@ -165,12 +169,12 @@ fn main() {
             "--check" => check = true,
             "--json" => json_out = it.next().cloned(),
             "storage" | "core" | "snapshot" | "reads" | "transport" | "cluster" | "failover"
-            | "membership" | "memory" => suites.push(a.clone()),
+            | "membership" | "memory" | "groups" => suites.push(a.clone()),
             other => {
                 eprintln!(
                     "raft-bench: unknown argument {other:?}; usage: raft-bench [storage] [core] \
                      [snapshot] [reads] [transport] [cluster] [failover] [membership] [memory] \
-                     [--quick] [--check] [--json FILE]"
+                     [groups] [--quick] [--check] [--json FILE]"
                 );
                 std::process::exit(2);
             }
@@ -187,6 +191,7 @@ fn main() {
             "failover",
             "membership",
             "memory",
+            "groups",
         ]
         .map(String::from)
         .into();
@@ -206,6 +211,7 @@ fn main() {
             "failover" => failover_suite::run(size),
             "membership" => membership_suite::run(size),
             "memory" => memory_suite::run(size),
+            "groups" => groups_suite::run(size),
             _ => snapshot_suite::run(size),
         };
         for f in &got {

@@ -12,6 +12,9 @@
 //! 3. QUIC against TCP with the same TLS: round trip at most 1.5x, bulk at least 0.8x.
 //! 4. Memory per node: idle at most 64 MiB, steady state at most 2.5x the live data.
 //! 5. Snapshots larger than memory: a 4 GiB install grows the resident set by at most 256 MiB.
+//! 6. Idle groups (the many-groups issue): at 10,000 groups of three replicas, under 2 % of one
+//!    core per host and under 4 KiB per group replica. Measured for now with the three hosts in
+//!    one process on the in-memory transport (suite `groups`), not yet as three processes.
 
 use std::path::{Path, PathBuf};
 
@@ -142,7 +145,32 @@ pub fn rows(figures: &[Figure]) -> Vec<Row> {
     rows.extend(transport_rows(figures));
     rows.extend(memory_rows(figures));
     rows.extend(snapshot_rows(figures));
+    rows.extend(groups_rows(figures));
     rows
+}
+
+/// Target 6: 10,000 idle groups.
+fn groups_rows(figures: &[Figure]) -> Vec<Row> {
+    let with = [("groups", json!(10_000))];
+    let get = |key: &str| value(figures, "groups", "idle", &with, key);
+    vec![
+        Row {
+            target: 6,
+            what: "idle CPU per host / 2 % of a core, 10,000 groups".into(),
+            goal: Goal::AtMost(1.0),
+            outcome: ratio(get("cpu_pct_of_core_per_host"), Ok(2.0), "%"),
+        },
+        Row {
+            target: 6,
+            what: "resident set per idle group replica / 4 KiB, 10,000 groups".into(),
+            goal: Goal::AtMost(1.0),
+            outcome: ratio(
+                get("rss_bytes_per_replica").map(|b| b / 1024.0),
+                Ok(4.0),
+                "KiB",
+            ),
+        },
+    ]
 }
 
 /// A system measured under a load: its label, its figure's name and the params that pick it.
