@@ -13,7 +13,7 @@
 //!   exhaustive, bounded model check of the protocol core (`raft-explore`, debug build): every
 //!   interleaving of three replicas' messages, timers, syncs, crashes and proposals to depth N.
 //! * `bench [storage] [core] [snapshot] [reads] [transport] [cluster] [failover] [membership]
-//!   [memory] [--quick] [--json FILE]`: the performance harness (`raft-bench`, release build); figures go
+//!   [memory] [groups] [--quick] [--json FILE]`: the performance harness (`raft-bench`, release build); figures go
 //!   to stdout and, by default, to `target/bench/results.json`. The release `raft-node` binary is
 //!   built first: the cluster, failover and membership suites run it as separate processes.
 //! * `fuzz [TARGET...] [--secs N] [--cmin]`: the libFuzzer targets in `fuzz/` (nightly and
