@@ -338,7 +338,14 @@ impl Host {
         let deadline = tokio::time::Instant::now() + RELEASE_WAIT;
         loop {
             match self.inner.storage.drop_group(group).await {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    // The group names no voter here any more: a transport that keeps each
+                    // group's advertised endpoints forgets this one's.
+                    self.inner
+                        .transport
+                        .voters_changed(group, &VoterSet::default());
+                    return Ok(());
+                }
                 Err(StorageError::Invalid(_)) if tokio::time::Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
