@@ -86,6 +86,55 @@ pub fn run(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// The restart of `raft-bench groups-storage`, in a process of its own: opens the engine of
+/// `backend` in `dir`, then every group, and prints the times and resident memory as one
+/// `restart {json}` line.
+pub fn restart(args: &[String]) -> Result<(), String> {
+    let [backend, dir] = args else {
+        return Err("usage: groups-storage-restart fjall|redb DIR".into());
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("runtime: {e}"))?;
+    let dir = Path::new(dir);
+    let values = match backend.as_str() {
+        "fjall" => rt.block_on(reopen(|| {
+            FjallGroups::open(dir, "bench", raft_storage_fjall::Options::default())
+        }))?,
+        "redb" => rt.block_on(reopen(|| {
+            RedbGroups::open(dir, "bench", raft_storage_redb::Options::default())
+        }))?,
+        other => return Err(format!("unknown backend {other:?}")),
+    };
+    println!("restart {values}");
+    Ok(())
+}
+
+async fn reopen<S: GroupStorage>(
+    open: impl FnOnce() -> Result<S, raft_core::io::StorageError>,
+) -> Result<serde_json::Value, String> {
+    let before = rss()?;
+    let started = Instant::now();
+    let engine = Arc::new(open().map_err(|e| e.to_string())?);
+    let engine_open = started.elapsed();
+    let listed = engine.groups().await.map_err(|e| e.to_string())?;
+    let n = listed.len().max(1) as f64;
+    let engine_rss = rss()?;
+    let started = Instant::now();
+    let stores = open_all(&engine, listed.into_iter()).await?;
+    let groups_open = started.elapsed();
+    let after = rss()?;
+    drop(stores);
+    Ok(json!({
+        "engine_open_ms": engine_open.as_secs_f64() * 1e3,
+        "open_all_groups_ms": groups_open.as_secs_f64() * 1e3,
+        "engine_rss_bytes": engine_rss.saturating_sub(before),
+        "rss_bytes_per_open_group": after.saturating_sub(engine_rss) as f64 / n,
+    }))
+}
+
 fn rss() -> Result<u64, String> {
     rss_bytes(std::process::id())
 }
@@ -136,28 +185,32 @@ async fn measure<S: GroupStorage>(
     });
     drop((stores, engine));
 
-    let before = rss()?;
-    let started = Instant::now();
-    let engine = Arc::new(open(dir)?);
-    let engine_open = started.elapsed();
-    let listed = engine.groups().await.map_err(|e| e.to_string())?;
-    let engine_rss = rss()?;
-    let started = Instant::now();
-    let stores = open_all(&engine, listed.into_iter()).await?;
-    let groups_open = started.elapsed();
-    let after = rss()?;
+    // The restart runs in a fresh process, so that memory the creation freed cannot hide what
+    // the open groups take.
+    let exe = std::env::current_exe().map_err(|e| format!("this executable: {e}"))?;
+    let out = std::process::Command::new(exe)
+        .args(["groups-storage-restart", backend])
+        .arg(dir)
+        .output()
+        .map_err(|e| format!("the restart process: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let values: serde_json::Value = text
+        .lines()
+        .find_map(|l| l.strip_prefix("restart "))
+        .and_then(|l| serde_json::from_str(l).ok())
+        .ok_or_else(|| {
+            let err = String::from_utf8_lossy(&out.stderr);
+            format!("the restart process said nothing usable: {text} {err}")
+        })?;
     figures.push(Figure {
         suite: "groups-storage",
         name: "restart".into(),
         params: params.clone(),
-        values: json!({
-            "engine_open_ms": engine_open.as_secs_f64() * 1e3,
-            "open_all_groups_ms": groups_open.as_secs_f64() * 1e3,
-            "engine_rss_bytes": engine_rss.saturating_sub(before),
-            "rss_bytes_per_open_group": after.saturating_sub(engine_rss) as f64 / n as f64,
-        }),
+        values,
     });
-
+    let engine = Arc::new(open(dir)?);
+    let listed = engine.groups().await.map_err(|e| e.to_string())?;
+    let stores = open_all(&engine, listed.into_iter()).await?;
     let stores = Arc::new(stores);
     for k in [1, 64, n] {
         let k = k.min(n) as usize;

@@ -158,6 +158,13 @@ fn main() {
         }
         return;
     }
+    if args.first().map(String::as_str) == Some("groups-storage-restart") {
+        if let Err(e) = groups_storage::restart(&args[1..]) {
+            eprintln!("raft-bench: {e}");
+            std::process::exit(2);
+        }
+        return;
+    }
     if args.first().map(String::as_str) == Some("groups-storage") {
         if let Err(e) = groups_storage::run(&args[1..]) {
             eprintln!("raft-bench: {e}");
