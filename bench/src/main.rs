@@ -40,7 +40,10 @@
 //! as a table, kept in the JSON file (suite `targets`) and drawn in `*-targets.svg`.
 //!
 //! `raft-bench sweep redb|fjall name=v1,v2 ...` is apart from the suites: the storage option
-//! sweeps behind each backend's defaults (see `storage_sweep`).
+//! sweeps behind each backend's defaults (see `storage_sweep`). So is `raft-bench
+//! groups-storage [groups=N] [seconds=S] [payload=B]`: the engines holding every group of a
+//! host at many groups (open time, memory per open group, appends and syncs per second with
+//! 1, 64 and N groups appending; see `groups_storage`).
 //!
 //! Every figure is printed with its parameters and, with `--json`, written as one JSON object
 //! per figure. `--quick` shrinks every suite to a smoke test; `--check` then fails unless every
@@ -57,6 +60,7 @@ mod cluster_suite;
 mod core_suite;
 mod durable_writes;
 mod failover_suite;
+mod groups_storage;
 mod groups_suite;
 mod measure;
 mod membership_suite;
@@ -153,6 +157,20 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("sweep") {
         if let Err(e) = storage_sweep::run(&args[1..]) {
+            eprintln!("raft-bench: {e}");
+            std::process::exit(2);
+        }
+        return;
+    }
+    if args.first().map(String::as_str) == Some("groups-storage-restart") {
+        if let Err(e) = groups_storage::restart(&args[1..]) {
+            eprintln!("raft-bench: {e}");
+            std::process::exit(2);
+        }
+        return;
+    }
+    if args.first().map(String::as_str) == Some("groups-storage") {
+        if let Err(e) = groups_storage::run(&args[1..]) {
             eprintln!("raft-bench: {e}");
             std::process::exit(2);
         }

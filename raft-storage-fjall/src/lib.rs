@@ -1,75 +1,90 @@
-//! The raft-core log and election-state traits on `fjall`: [`FjallStore`] implements both
-//! [`LogStore`] and [`ElectionStore`] over one fjall database in a data directory.
+//! The raft-core storage traits on `fjall`, in two shapes over one implementation:
+//!
+//! * [`FjallStore`]: one log and its election state in one fjall database in a data directory
+//!   ([`LogStore`] and [`ElectionStore`]); its snapshots beside it ([`open_snapshots`]).
+//! * [`FjallGroups`]: the logs, election states and snapshots of every group a host runs
+//!   ([`GroupStorage`]), in one fjall database with one journal, so that the writes of many
+//!   groups become durable with one persist; each group's handles are [`FjallStore`]s.
+//!
+//! `engine` holds the database and its writer thread, `group` one log's calls, `groups` the
+//! group table of [`FjallGroups`].
 //!
 //! # Durability
 //!
-//! * [`LogStore::append`], [`LogStore::truncate`], [`LogStore::purge`] and
+//! * [`LogStore::append`], [`LogStore::truncate`], [`LogStore::purge`], [`LogStore::reset`] and
 //!   [`ElectionStore::save`] return once their change is in the journal and the journal is
 //!   persisted (`fdatasync` by default, see [`SyncMode`]): after a crash it is there, and so is
 //!   everything accepted before it. A call that returned an error may or may not have reached
 //!   the disk.
-//! * fjall writes are not durable by themselves. One writer thread takes every queued write,
-//!   commits them as atomic write batches and then persists the journal once for the whole group
-//!   (group commit). The order of first polls is the order of the log: a caller may issue the
-//!   next append before the previous one returned.
+//! * fjall writes are not durable by themselves. One writer thread per database takes every
+//!   queued write (of every group, for [`FjallGroups`]), commits them as atomic write batches
+//!   and then persists the journal once for the whole group commit. The order of first polls is
+//!   the order of a log: a caller may issue the next append before the previous one returned.
+//!   [`FjallStore::syncs`] and [`FjallGroups::syncs`] count the persists.
 //! * Every write batch carries the log bookkeeping matching its records, so whatever prefix of a
-//!   group a crash leaves in the journal is a consistent log.
+//!   group commit a crash leaves in the journal is a consistent log, for every group in it.
 //! * [`LogStore::state`] reflects every accepted call, durable or not; [`LogStore::read`] of a
 //!   range that is still being persisted waits for that persist.
-//! * A failed commit or persist poisons the store: it and every later call return
-//!   [`StorageError::Poisoned`] (a persist is never retried; fjall poisons itself too). Reopen
-//!   the directory to recover.
+//! * A failed commit or persist poisons the database: every later call of every log in it
+//!   returns [`StorageError::Poisoned`] (a persist is never retried; fjall poisons itself too).
+//!   Reopen the directory to recover.
 //! * Opening syncs the journal it recovered before serving anything: after a process crash the
 //!   journal may end in writes that reached the page cache but were never synced, and they must
 //!   not be counted as durable until they are.
+//! * [`GroupStorage::open_group`] of a new group and [`GroupStorage::drop_group`] are durable
+//!   (one persist each, shared with whatever else is queued). A drop removes the group's keys
+//!   first, then its snapshot directory; a crash between the two leaves snapshots of a group no
+//!   longer listed, which the next open of that group removes before creating it.
 //!
 //! # On-disk layout
 //!
-//! A fjall database with two keyspaces:
+//! Two layouts, told apart by the `format` key, and each type opens only its own (the other is
+//! [`StorageError::Incompatible`]):
 //!
-//! * `log`: key the big-endian `u64` offset of a batch's first record, value the records of that
-//!   batch in the raft-core record format (each with its own CRC-32), at most
-//!   [`Options::batch_value_bytes_max`] per value unless a single record is larger. Values are
-//!   read without copying: records are slices of fjall's buffers.
-//! * `meta`: `format` (u32, [`FORMAT_VERSION`]), `cluster_id`, `log_meta` (bounds and epoch
-//!   history, with a CRC-32) and `election` (with a CRC-32). The bounds live in a key of their
-//!   own so that opening never scans the tombstones a purge leaves behind.
+//! * One log ([`FORMAT_VERSION`], 1, unchanged since the first release, so existing
+//!   directories open as they are): keyspace `log`, key the big-endian `u64` offset of a
+//!   batch's first record; keyspace `meta`: `format`, `cluster_id`, `log_meta` (bounds and
+//!   epoch history, with a CRC-32) and `election` (with a CRC-32).
+//! * Groups ([`GROUPS_FORMAT_VERSION`], 2: a build that knows only the single log refuses it as
+//!   newer): keyspace `log`, key the big-endian `u64` group id followed by the big-endian
+//!   offset; keyspace `groups`, key the group id followed by `log_meta` or `election`, the same
+//!   values as above (a group is listed exactly when its `log_meta` exists, so the list is
+//!   durable with the group's first commit); keyspace `meta`: `format` and `cluster_id`.
+//!   Snapshots in `<dir>/snapshots/<group id>`, one [`SnapshotDir`] per group. Big-endian ids
+//!   in front keep each group's batches contiguous and in offset order, so every range a log
+//!   operation scans stays inside its group, and the groups list in ascending order.
 //!
+//! A value holds the records of one append in the raft-core record format (each with its own
+//! CRC-32), at most [`Options::batch_value_bytes_max`] per value unless a single record is
+//! larger. Values are read without copying: records are slices of fjall's buffers. The bounds
+//! live in a key of their own so that opening never scans the tombstones a purge leaves behind.
 //! Truncation rewrites the batch the new end cuts into and deletes the later ones; purge deletes
 //! whole batches below the new start (tombstones, dropped by compaction) and leaves the batch
 //! holding it, whose purged head reads skip.
 #![warn(missing_docs)]
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+mod engine;
+mod group;
+mod groups;
 
-use async_trait::async_trait;
-use bytes::Bytes;
-use fjall::{
-    Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch as WriteBatch, PersistMode, Readable,
-};
-use raft_core::io::{ElectionStore, LogState, LogStore, StorageError};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use raft_core::io::StorageError;
+#[cfg(doc)]
+use raft_core::io::{ElectionStore, GroupStorage, LogStore};
 use raft_core::snapshot_dir::SnapshotDir;
-use raft_core::stored::{
-    batch_prefix_len, check_read, corrupt_in_batch, decode_election_state, decode_part,
-    encode_batches, encode_election_state, locate_in_batch, LogMeta, ReadBudget,
-};
-use raft_core::{ElectionState, Offset, OffsetAndEpoch, Record};
-use tokio::sync::{oneshot, watch};
+use raft_core::{GroupId, Offset};
 
-/// The data-directory format this build writes. Opening a directory with a higher version fails
-/// with [`StorageError::Incompatible`].
+use crate::engine::{io, Engine, Keys, Layout};
+use crate::group::GroupCore;
+
+/// The format of a data directory holding one log ([`FjallStore`]). Opening a directory with a
+/// higher version fails with [`StorageError::Incompatible`].
 pub const FORMAT_VERSION: u32 = 1;
 
-const KS_LOG: &str = "log";
-const KS_META: &str = "meta";
-const KEY_FORMAT: &str = "format";
-const KEY_CLUSTER: &str = "cluster_id";
-const KEY_LOG_META: &str = "log_meta";
-const KEY_ELECTION: &str = "election";
+/// The format of a data directory holding many groups ([`FjallGroups`]).
+pub const GROUPS_FORMAT_VERSION: u32 = 2;
 
 /// How the journal is synced at the end of each group commit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -124,155 +139,105 @@ impl Default for Options {
     }
 }
 
-/// A write for the writer thread.
-enum Op {
-    Append(Vec<(Offset, Bytes)>),
-    Truncate,
-    /// A purge; `previous_start` is the log start before it, where the first live batch is.
-    Purge {
-        previous_start: Offset,
-    },
-    /// A reset; `previous_start` as for a purge.
-    Reset {
-        previous_start: Offset,
-    },
-    Save(ElectionState),
-}
-
-struct Request {
-    op: Op,
-    /// The log bookkeeping after this op (`None` for election saves).
-    meta: Option<LogMeta>,
-    seq: u64,
-    bytes: usize,
-    done: oneshot::Sender<Result<(), StorageError>>,
-}
-
-/// What callers have been promised: every accepted write, in order.
-struct Accepted {
-    meta: LogMeta,
-    seq: u64,
-    tx: Option<mpsc::Sender<Request>>,
-}
-
-struct Shared {
-    db: Database,
-    log: Keyspace,
-    meta: Keyspace,
-    options: Options,
-    accepted: Mutex<Accepted>,
-    poisoned: Mutex<Option<String>>,
-    /// The sequence number of the last write the writer finished (committed or failed).
-    finished: watch::Sender<u64>,
-    /// The end offset as of the last persist: reads below it never wait.
-    committed_end: AtomicU64,
-    fail_next_write: AtomicBool,
-}
-
-/// A raft log and election store in one fjall database. See the crate docs for what each call
-/// makes durable. Dropping it stops the writer thread (waiting for the persist in progress) and
-/// closes the database.
+/// A raft log and election store in a fjall database: the one log of a directory opened with
+/// [`FjallStore::open`], or one group's of a [`FjallGroups`] (what its
+/// [`GroupStorage::open_group`] hands out). See the crate docs for what each call makes
+/// durable. Dropping the last handle on a database stops its writer thread (waiting for the
+/// persist in progress) and closes it.
 pub struct FjallStore {
-    shared: Arc<Shared>,
-    writer: Option<JoinHandle<()>>,
-    dir: PathBuf,
+    engine: Arc<Engine>,
+    core: Arc<GroupCore>,
+    group: Option<GroupId>,
 }
 
 impl std::fmt::Debug for FjallStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FjallStore")
-            .field("dir", &self.dir)
+            .field("dir", &self.engine.dir)
+            .field("group", &self.group)
             .finish_non_exhaustive()
     }
-}
-
-fn io<E: std::error::Error + Send + Sync + 'static>(e: E) -> StorageError {
-    StorageError::Io(Box::new(e))
-}
-
-fn io_msg(msg: String) -> StorageError {
-    StorageError::Io(msg.into())
-}
-
-/// Locks `m`, recovering the data if a thread panicked while holding it: every update under
-/// these locks is complete before anything that can panic.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn key(offset: Offset) -> [u8; 8] {
-    offset.0.to_be_bytes()
-}
-
-fn offset_of(key: &[u8]) -> Result<Offset, StorageError> {
-    <[u8; 8]>::try_from(key)
-        .map(|k| Offset(u64::from_be_bytes(k)))
-        .map_err(|_| io_msg(format!("a log key of {} bytes", key.len())))
-}
-
-fn open_db(dir: &Path, options: &Options) -> Result<(Database, Keyspace, Keyspace), StorageError> {
-    let db = Database::builder(dir)
-        .cache_size(options.cache_size_bytes)
-        .manual_journal_persist(true)
-        .worker_threads(options.worker_threads.max(1))
-        .max_journaling_size(options.max_journal_bytes.max(64 << 20))
-        .open()
-        .map_err(io)?;
-    let memtable = options.max_memtable_bytes.max(1 << 20);
-    let create = || {
-        KeyspaceCreateOptions::default()
-            .manual_journal_persist(true)
-            .max_memtable_size(memtable)
-    };
-    let log = db.keyspace(KS_LOG, create).map_err(io)?;
-    let meta = db.keyspace(KS_META, create).map_err(io)?;
-    Ok((db, log, meta))
 }
 
 impl FjallStore {
     /// Opens the store in `dir`, creating the directory and an empty store stamped with
     /// `cluster_id` if there is none. Fails with [`StorageError::Incompatible`] if the directory
-    /// holds a newer format or belongs to another cluster. Blocks while fjall recovers its
-    /// journal.
+    /// holds a newer format, the groups of a [`FjallGroups`], or belongs to another cluster.
+    /// Blocks while fjall recovers its journal.
     pub fn open(
         dir: impl AsRef<Path>,
         cluster_id: &str,
         options: Options,
     ) -> Result<FjallStore, StorageError> {
-        let dir = dir.as_ref().to_path_buf();
-        std::fs::create_dir_all(&dir).map_err(io)?;
-        let (db, log, meta_ks) = open_db(&dir, &options)?;
-        // Recovery replays the active journal as the previous process left it, including
-        // writes it had not synced yet (a process crash keeps them in the page cache). They are
-        // about to be served as durable, so they must be: sync before reading anything. (fjall
-        // 3.1 does so in its own recovery too; this keeps the guarantee ours.)
-        db.persist(PersistMode::SyncAll).map_err(io)?;
-        let meta = init_or_check(&db, &meta_ks, cluster_id)?;
-        let (finished, _) = watch::channel(0);
-        let (tx, rx) = mpsc::channel();
-        let shared = Arc::new(Shared {
-            db,
-            log,
-            meta: meta_ks,
-            options,
-            committed_end: AtomicU64::new(meta.end.0),
-            accepted: Mutex::new(Accepted {
-                meta,
-                seq: 0,
-                tx: Some(tx),
-            }),
-            poisoned: Mutex::new(None),
-            finished,
-            fail_next_write: AtomicBool::new(false),
-        });
-        let for_writer = shared.clone();
-        let writer = std::thread::Builder::new()
-            .name("raft-fjall-writer".into())
-            .spawn(move || run_writer(&for_writer, rx))
-            .map_err(io)?;
+        let engine = Engine::open(dir.as_ref(), cluster_id, options, Layout::Single)?;
+        let meta = engine
+            .load_meta(Keys::SINGLE)?
+            .ok_or_else(|| engine::io_msg("the log bookkeeping is missing".into()))?;
         Ok(FjallStore {
-            shared,
-            writer: Some(writer),
+            core: GroupCore::new(Keys::SINGLE, meta),
+            engine: Arc::new(engine),
+            group: None,
+        })
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.engine.dir
+    }
+
+    /// The group this store is the log of, `None` for the single log of a [`FjallStore`]
+    /// directory.
+    pub fn group(&self) -> Option<GroupId> {
+        self.group
+    }
+
+    /// Fault injection for tests: the next group commit of the database fails as a failed
+    /// fsync would (nothing of it is written) and poisons it.
+    pub fn inject_write_failure(&self) {
+        self.engine.inject_write_failure();
+    }
+
+    /// The journal persists of the database's group commits since it was opened.
+    pub fn syncs(&self) -> u64 {
+        self.engine.syncs()
+    }
+}
+
+/// The logs, election states and snapshots of every group a host runs, in one fjall database
+/// (one journal, one writer thread) in a data directory: appends of many groups that are queued
+/// together become durable with one persist. See the crate docs for the layout and what each
+/// call makes durable. Dropping it and every store it handed out stops the writer thread and
+/// closes the database.
+pub struct FjallGroups {
+    engine: Arc<Engine>,
+    table: groups::Table,
+    dir: std::path::PathBuf,
+}
+
+impl std::fmt::Debug for FjallGroups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FjallGroups")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FjallGroups {
+    /// Opens the groups in `dir`, creating the directory and an empty engine stamped with
+    /// `cluster_id` if there is none. Fails with [`StorageError::Incompatible`] if the directory
+    /// holds a newer format, a single log of a [`FjallStore`], or belongs to another cluster.
+    /// Blocks while fjall recovers its journal; reads no group (each is read when opened).
+    pub fn open(
+        dir: impl AsRef<Path>,
+        cluster_id: &str,
+        options: Options,
+    ) -> Result<FjallGroups, StorageError> {
+        let dir = dir.as_ref().to_path_buf();
+        let engine = Engine::open(&dir, cluster_id, options, Layout::Groups)?;
+        std::fs::create_dir_all(dir.join("snapshots")).map_err(io)?;
+        Ok(FjallGroups {
+            engine: Arc::new(engine),
+            table: Mutex::default(),
             dir,
         })
     }
@@ -283,315 +248,44 @@ impl FjallStore {
     }
 
     /// Fault injection for tests: the next group commit fails as a failed fsync would (nothing
-    /// of it is written) and poisons the store.
+    /// of it is written) and poisons every group.
     pub fn inject_write_failure(&self) {
-        self.shared.fail_next_write.store(true, Ordering::SeqCst);
+        self.engine.inject_write_failure();
     }
 
-    fn check_poisoned(&self) -> Result<(), StorageError> {
-        match &*lock(&self.shared.poisoned) {
-            Some(reason) => Err(StorageError::Poisoned(reason.clone())),
-            None => Ok(()),
-        }
+    /// The journal persists of group commits since the engine was opened: with many groups
+    /// appending at once, far fewer than their appends.
+    pub fn syncs(&self) -> u64 {
+        self.engine.syncs()
     }
 
-    /// Queues a write and waits for the writer thread to persist it. `prepare` checks the call
-    /// against the accepted bookkeeping, updates it and builds the op; it runs under the same
-    /// lock as the send, so the queue order is the acceptance order.
-    async fn submit(
-        &self,
-        bytes: usize,
-        prepare: impl FnOnce(&mut LogMeta) -> Result<(Op, bool), StorageError>,
-    ) -> Result<(), StorageError> {
-        self.check_poisoned()?;
-        let (done, wait) = oneshot::channel();
-        {
-            let mut acc = lock(&self.shared.accepted);
-            let (op, logged) = prepare(&mut acc.meta)?;
-            acc.seq += 1;
-            let request = Request {
-                meta: logged.then(|| acc.meta.clone()),
-                op,
-                seq: acc.seq,
-                bytes,
-                done,
-            };
-            let sent = acc
-                .tx
-                .as_ref()
-                .map(|tx| tx.send(request).is_ok())
-                .unwrap_or(false);
-            if !sent {
-                return Err(StorageError::Poisoned(
-                    "the writer thread has stopped".into(),
-                ));
-            }
+    /// Holds group commits until the returned guard is dropped, for tests and benchmarks:
+    /// writes queue up meanwhile (their callers wait), and the first group commit after it
+    /// takes all of them, up to [`Options::group_bytes_max`].
+    pub fn hold_commits(&self) -> CommitHold {
+        self.engine.hold();
+        CommitHold {
+            engine: self.engine.clone(),
         }
-        match wait.await {
-            Ok(result) => result,
-            Err(_) => Err(StorageError::Poisoned(
-                "the writer thread has stopped".into(),
-            )),
-        }
-    }
-
-    fn read_committed(
-        &self,
-        from: Offset,
-        to: Offset,
-        max_bytes: u64,
-    ) -> Result<Vec<Record>, StorageError> {
-        let shared = &self.shared;
-        let snapshot = shared.db.snapshot();
-        let meta = snapshot
-            .get(&shared.meta, KEY_LOG_META)
-            .map_err(io)?
-            .ok_or_else(|| io_msg("the log bookkeeping is missing".into()))?;
-        let meta = LogMeta::decode(&meta)
-            .map_err(|e| io_msg(format!("the log bookkeeping is unreadable: {e}")))?;
-        let to = check_read(&meta, from, to)?;
-        let mut out = Vec::new();
-        if from >= to {
-            return Ok(out);
-        }
-        let first = match snapshot.range(&shared.log, ..=key(from)).next_back() {
-            Some(guard) => offset_of(&guard.key().map_err(io)?)?,
-            None => from,
-        };
-        let mut budget = ReadBudget::new(max_bytes);
-        for guard in snapshot.range(&shared.log, key(first)..key(to)) {
-            let (k, value) = guard.into_inner().map_err(io)?;
-            let value = Bytes::from(value);
-            let part = locate_in_batch(&value, offset_of(&k)?, from, to, &mut budget)?;
-            // No copy: the records are slices of the buffer fjall handed out.
-            decode_part(value.slice(part.bytes), part.first, part.count, &mut out)?;
-            if budget.exhausted {
-                break;
-            }
-        }
-        Ok(out)
     }
 }
 
-impl Drop for FjallStore {
+/// Holds the group commits of a database while alive ([`FjallGroups::hold_commits`]).
+#[must_use = "commits resume when the hold is dropped"]
+pub struct CommitHold {
+    engine: Arc<Engine>,
+}
+
+impl std::fmt::Debug for CommitHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommitHold").finish_non_exhaustive()
+    }
+}
+
+impl Drop for CommitHold {
     fn drop(&mut self) {
-        lock(&self.shared.accepted).tx = None;
-        if let Some(writer) = self.writer.take() {
-            // The writer only returns or panics; a panic was already reported on its thread.
-            let _ = writer.join();
-        }
+        self.engine.release();
     }
-}
-
-/// Stamps a new database with the format and cluster id, or checks them on an existing one;
-/// returns the log bookkeeping.
-fn init_or_check(
-    db: &Database,
-    meta: &Keyspace,
-    cluster_id: &str,
-) -> Result<LogMeta, StorageError> {
-    match meta.get(KEY_FORMAT).map_err(io)? {
-        Some(format) => {
-            let cluster = meta.get(KEY_CLUSTER).map_err(io)?;
-            check_stamp(&format, cluster.as_deref(), cluster_id)?;
-        }
-        None => {
-            let mut batch = db.batch();
-            batch.insert(meta, KEY_FORMAT, FORMAT_VERSION.to_le_bytes().to_vec());
-            batch.insert(meta, KEY_CLUSTER, cluster_id.as_bytes().to_vec());
-            batch.insert(meta, KEY_LOG_META, LogMeta::default().encode());
-            batch.commit().map_err(io)?;
-            db.persist(PersistMode::SyncAll).map_err(io)?;
-        }
-    }
-    let value = meta
-        .get(KEY_LOG_META)
-        .map_err(io)?
-        .ok_or_else(|| io_msg("the log bookkeeping is missing".into()))?;
-    LogMeta::decode(&value).map_err(|e| io_msg(format!("the log bookkeeping is unreadable: {e}")))
-}
-
-fn check_stamp(
-    format: &[u8],
-    cluster: Option<&[u8]>,
-    cluster_id: &str,
-) -> Result<(), StorageError> {
-    let version = <[u8; 4]>::try_from(format)
-        .map(u32::from_le_bytes)
-        .map_err(|_| StorageError::Incompatible("unreadable format version".into()))?;
-    if version > FORMAT_VERSION {
-        return Err(StorageError::Incompatible(format!(
-            "data format version {version} is newer than this build's {FORMAT_VERSION}"
-        )));
-    }
-    if cluster != Some(cluster_id.as_bytes()) {
-        let found = cluster.map(String::from_utf8_lossy).unwrap_or_default();
-        return Err(StorageError::Incompatible(format!(
-            "data belongs to cluster {found:?}, not {cluster_id:?}"
-        )));
-    }
-    Ok(())
-}
-
-/// The writer thread: takes every queued write, commits them, persists once, answers each.
-fn run_writer(shared: &Shared, rx: mpsc::Receiver<Request>) {
-    while let Ok(first) = rx.recv() {
-        let mut bytes = first.bytes;
-        let mut group = vec![first];
-        while bytes < shared.options.group_bytes_max {
-            match rx.try_recv() {
-                Ok(next) => {
-                    bytes += next.bytes;
-                    group.push(next);
-                }
-                Err(_) => break,
-            }
-        }
-        let last_seq = group.last().map(|r| r.seq).unwrap_or(0);
-        let poisoned = lock(&shared.poisoned).clone();
-        let was_poisoned = poisoned.is_some();
-        let result = match poisoned {
-            Some(reason) => Err(reason),
-            None => commit_group(shared, &group).map_err(|e| {
-                let reason = format!("a commit failed: {e}");
-                *lock(&shared.poisoned) = Some(reason.clone());
-                e.to_string()
-            }),
-        };
-        if result.is_ok() {
-            if let Some(meta) = group.iter().rev().find_map(|r| r.meta.as_ref()) {
-                shared.committed_end.store(meta.end.0, Ordering::SeqCst);
-            }
-        }
-        for request in group {
-            let answer = match &result {
-                Ok(()) => Ok(()),
-                Err(reason) if was_poisoned => Err(StorageError::Poisoned(reason.clone())),
-                Err(reason) => Err(io_msg(reason.clone())),
-            };
-            // The caller may have stopped waiting; the write stands either way.
-            let _ = request.done.send(answer);
-        }
-        shared.finished.send_replace(last_seq);
-    }
-}
-
-/// The write batch being built, and the bookkeeping that must go into it.
-struct Pending<'a> {
-    batch: WriteBatch,
-    meta: Option<&'a LogMeta>,
-}
-
-impl<'a> Pending<'a> {
-    /// Commits the batch with its bookkeeping (visible, not yet durable) and starts a new one.
-    fn commit(&mut self, shared: &Shared) -> Result<(), StorageError> {
-        if let Some(meta) = self.meta.take() {
-            self.batch.insert(&shared.meta, KEY_LOG_META, meta.encode());
-        }
-        let batch = std::mem::replace(&mut self.batch, shared.db.batch());
-        if !batch.is_empty() {
-            batch.commit().map_err(io)?;
-        }
-        Ok(())
-    }
-}
-
-fn commit_group(shared: &Shared, group: &[Request]) -> Result<(), StorageError> {
-    if shared.fail_next_write.swap(false, Ordering::SeqCst) {
-        return Err(io_msg("injected write failure".into()));
-    }
-    let mut pending = Pending {
-        batch: shared.db.batch(),
-        meta: None,
-    };
-    for request in group {
-        match (&request.op, &request.meta) {
-            (Op::Append(batches), _) => {
-                for (base, value) in batches {
-                    pending.batch.insert(&shared.log, key(*base), value.clone());
-                }
-            }
-            (Op::Truncate, Some(meta)) => {
-                // The rewrite reads the batch it cuts into: earlier writes must be visible.
-                pending.commit(shared)?;
-                truncate_ops(shared, &mut pending.batch, meta.end)?;
-            }
-            (Op::Purge { previous_start }, Some(meta)) => {
-                pending.commit(shared)?;
-                purge_ops(shared, &mut pending.batch, *previous_start, meta)?;
-            }
-            (Op::Reset { previous_start }, Some(_)) => {
-                pending.commit(shared)?;
-                let first = match shared.log.range(..=key(*previous_start)).next_back() {
-                    Some(guard) => offset_of(&guard.key().map_err(io)?)?,
-                    None => *previous_start,
-                };
-                for guard in shared.log.range(key(first)..) {
-                    pending.batch.remove(&shared.log, guard.key().map_err(io)?);
-                }
-            }
-            (Op::Save(state), _) => {
-                pending
-                    .batch
-                    .insert(&shared.meta, KEY_ELECTION, encode_election_state(state));
-            }
-            (Op::Truncate | Op::Purge { .. } | Op::Reset { .. }, None) => {
-                unreachable!("log ops always carry their meta")
-            }
-        }
-        if request.meta.is_some() {
-            pending.meta = request.meta.as_ref();
-        }
-    }
-    pending.commit(shared)?;
-    let mode = match shared.options.sync_mode {
-        SyncMode::Data => PersistMode::SyncData,
-        SyncMode::All => PersistMode::SyncAll,
-    };
-    shared.db.persist(mode).map_err(io)
-}
-
-/// Removes every record at or after `end`: whole batches past it, and the tail of the batch it
-/// cuts into.
-fn truncate_ops(shared: &Shared, batch: &mut WriteBatch, end: Offset) -> Result<(), StorageError> {
-    for guard in shared.log.range(key(end)..) {
-        batch.remove(&shared.log, guard.key().map_err(io)?);
-    }
-    if let Some(guard) = shared.log.range(..key(end)).next_back() {
-        let (k, value) = guard.into_inner().map_err(io)?;
-        let keep = batch_prefix_len(&value, offset_of(&k)?, end)?;
-        if keep < value.len() {
-            batch.insert(&shared.log, k, Bytes::from(value).slice(..keep));
-        }
-    }
-    Ok(())
-}
-
-/// Removes the batches that hold only records before `meta.start`; the batch holding the start
-/// stays. Starts at the first live batch (the one holding `previous_start`), so the tombstones of
-/// earlier purges are never walked.
-fn purge_ops(
-    shared: &Shared,
-    batch: &mut WriteBatch,
-    previous_start: Offset,
-    meta: &LogMeta,
-) -> Result<(), StorageError> {
-    let keep_from = if meta.start == meta.end {
-        meta.start
-    } else {
-        match shared.log.range(..=key(meta.start)).next_back() {
-            Some(guard) => offset_of(&guard.key().map_err(io)?)?,
-            None => return Ok(()),
-        }
-    };
-    let first = match shared.log.range(..=key(previous_start)).next_back() {
-        Some(guard) => offset_of(&guard.key().map_err(io)?)?,
-        None => previous_start,
-    };
-    for guard in shared.log.range(key(first)..key(keep_from)) {
-        batch.remove(&shared.log, guard.key().map_err(io)?);
-    }
-    Ok(())
 }
 
 /// Opens the snapshot store of the data directory `dir` (its `snapshots` subdirectory).
@@ -603,105 +297,18 @@ pub fn open_snapshots(dir: impl AsRef<Path>) -> Result<SnapshotDir, StorageError
     SnapshotDir::open(dir.as_ref().join("snapshots"))
 }
 
-#[async_trait]
-impl LogStore for FjallStore {
-    async fn state(&self) -> Result<LogState, StorageError> {
-        self.check_poisoned()?;
-        Ok(lock(&self.shared.accepted).meta.state())
-    }
-
-    async fn append(&self, records: &[Record]) -> Result<(), StorageError> {
-        if records.is_empty() {
-            return self.check_poisoned();
-        }
-        let batches = encode_batches(records, self.shared.options.batch_value_bytes_max);
-        let bytes = batches.iter().map(|(_, v)| v.len()).sum();
-        self.submit(bytes, move |meta| {
-            meta.check_append(records)?;
-            meta.apply_append(records);
-            Ok((Op::Append(batches), true))
-        })
-        .await
-    }
-
-    async fn read(
-        &self,
-        from: Offset,
-        to: Offset,
-        max_bytes: u64,
-    ) -> Result<Vec<Record>, StorageError> {
-        self.check_poisoned()?;
-        let (to, seq) = {
-            let acc = lock(&self.shared.accepted);
-            (check_read(&acc.meta, from, to)?, acc.seq)
-        };
-        if to.0 > self.shared.committed_end.load(Ordering::SeqCst) {
-            // Part of the range is still being persisted: wait for the writer to get there.
-            let mut finished = self.shared.finished.subscribe();
-            // The sender lives in `shared`, which this store holds, so it cannot be dropped.
-            let _ = finished.wait_for(|&done| done >= seq).await;
-            self.check_poisoned()?;
-        }
-        self.read_committed(from, to, max_bytes)
-    }
-
-    async fn truncate(&self, end: Offset) -> Result<(), StorageError> {
-        self.submit(64, |meta| {
-            meta.check_truncate(end)?;
-            meta.apply_truncate(end);
-            Ok((Op::Truncate, true))
-        })
-        .await
-    }
-
-    async fn purge(&self, start: Offset) -> Result<(), StorageError> {
-        self.submit(64, |meta| {
-            meta.check_purge(start)?;
-            let previous_start = meta.start;
-            meta.apply_purge(start);
-            Ok((Op::Purge { previous_start }, true))
-        })
-        .await
-    }
-
-    async fn reset(&self, start: OffsetAndEpoch) -> Result<(), StorageError> {
-        self.submit(64, |meta| {
-            let previous_start = meta.start;
-            meta.apply_reset(start);
-            Ok((Op::Reset { previous_start }, true))
-        })
-        .await
-    }
-}
-
-#[async_trait]
-impl ElectionStore for FjallStore {
-    async fn load(&self) -> Result<Option<ElectionState>, StorageError> {
-        self.check_poisoned()?;
-        let Some(value) = self.shared.meta.get(KEY_ELECTION).map_err(io)? else {
-            return Ok(None);
-        };
-        decode_election_state(&value)
-            .map(Some)
-            .map_err(|e| io_msg(format!("the election state is unreadable: {e}")))
-    }
-
-    async fn save(&self, state: &ElectionState) -> Result<(), StorageError> {
-        let state = *state;
-        self.submit(32, move |_| Ok((Op::Save(state), false))).await
-    }
-}
-
 /// Fault injection for tests: flips a bit of the stored record at `offset` in the store in
 /// `dir` (which no [`FjallStore`] may have open), so that reading it fails its checksum.
 pub fn corrupt_record(dir: impl AsRef<Path>, offset: Offset) -> Result<(), StorageError> {
-    let (db, log, _meta) = open_db(dir.as_ref(), &Options::default())?;
-    let guard = log
-        .range(..=key(offset))
-        .next_back()
-        .ok_or_else(|| StorageError::Invalid(format!("no record at {offset}")))?;
-    let (k, value) = guard.into_inner().map_err(io)?;
-    let changed = corrupt_in_batch(&value, offset_of(&k)?, offset)?;
-    log.insert(k, changed).map_err(io)?;
-    db.persist(PersistMode::SyncAll).map_err(io)
+    engine::corrupt(dir.as_ref(), Layout::Single, Keys::SINGLE, offset)
+}
+
+/// Fault injection for tests: flips a bit of the stored record at `offset` of `group` in the
+/// groups in `dir` (which no [`FjallGroups`] may have open).
+pub fn corrupt_group_record(
+    dir: impl AsRef<Path>,
+    group: GroupId,
+    offset: Offset,
+) -> Result<(), StorageError> {
+    engine::corrupt(dir.as_ref(), Layout::Groups, Keys::group(group), offset)
 }

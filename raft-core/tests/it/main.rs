@@ -29,6 +29,7 @@ mod driver_sim_operator;
 mod driver_snapshots;
 mod driver_stamp;
 mod election;
+mod groups_storage;
 mod host;
 mod liveness_checks;
 mod membership;

@@ -1,8 +1,9 @@
 //! The one integration test binary of raft-storage-fjall: the raft-core storage conformance suite,
-//! the format and cluster-id checks, crash tests with real processes ([`crash`]), and the sync of
-//! a recovered journal ([`recovery_sync`]).
+//! the format and cluster-id checks, crash tests with real processes ([`crash`]), the sync of
+//! a recovered journal ([`recovery_sync`]), and the groups of [`FjallGroups`](raft_storage_fjall::FjallGroups) ([`groups`]).
 
 mod crash;
+mod groups;
 mod recovery_sync;
 
 use std::sync::Arc;
@@ -73,8 +74,8 @@ async fn opening_another_clusters_directory_is_incompatible() {
     FjallStore::open(dir.path(), "a", Options::default()).expect("the right cluster opens");
 }
 
-/// Goal: a directory written by a newer format is refused. Method: bump the stored version with
-/// fjall directly, then open.
+/// Goal: a directory written by a newer format is refused. Method: set the stored version past
+/// both layouts this build knows with fjall directly, then open.
 #[tokio::test]
 async fn opening_a_newer_format_is_incompatible() {
     let dir = tempfile::tempdir().unwrap();
@@ -84,7 +85,7 @@ async fn opening_a_newer_format_is_incompatible() {
         let meta = db
             .keyspace("meta", fjall::KeyspaceCreateOptions::default)
             .unwrap();
-        let newer = (raft_storage_fjall::FORMAT_VERSION + 1).to_le_bytes();
+        let newer = (raft_storage_fjall::GROUPS_FORMAT_VERSION + 1).to_le_bytes();
         meta.insert("format", newer.to_vec()).unwrap();
         db.persist(fjall::PersistMode::SyncAll).unwrap();
     }

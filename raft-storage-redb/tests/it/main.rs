@@ -1,7 +1,9 @@
 //! The one integration test binary of raft-storage-redb: the raft-core storage conformance suite,
-//! the format and cluster-id checks, and crash tests with real processes ([`crash`]).
+//! the format and cluster-id checks, crash tests with real processes ([`crash`]), and the groups
+//! of [`RedbGroups`](raft_storage_redb::RedbGroups) ([`groups`]).
 
 mod crash;
+mod groups;
 
 use std::sync::Arc;
 
@@ -83,7 +85,7 @@ async fn opening_a_newer_format_is_incompatible() {
         {
             let def: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("meta");
             let mut meta = txn.open_table(def).unwrap();
-            let newer = (raft_storage_redb::FORMAT_VERSION + 1).to_le_bytes();
+            let newer = (raft_storage_redb::GROUPS_FORMAT_VERSION + 1).to_le_bytes();
             meta.insert("format", newer.as_slice()).unwrap();
         }
         txn.commit().unwrap();
