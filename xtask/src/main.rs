@@ -137,6 +137,8 @@ fn ci() -> Result<(), String> {
             "raft-bench",
             "--exclude",
             "xtask",
+            "--exclude",
+            "raft-examples",
             "--no-verify",
             "--locked",
         ]),
@@ -159,6 +161,30 @@ fn ci() -> Result<(), String> {
                 "--all-features",
                 "--locked",
             ]),
+        )?;
+    }
+    // Many groups per process as a library user embeds them: three host processes of 100
+    // groups each over QUIC and fjall, run twice on one directory (the second run reopens every
+    // group from the engine and finds every counter where the first left it).
+    let groups_dir = target_dir().join("tmp").join("groups-example");
+    let _ = std::fs::remove_dir_all(&groups_dir);
+    for pass in ["first", "second"] {
+        run(
+            &format!("example groups ({pass} run)"),
+            cargo()
+                .args([
+                    "run",
+                    "-p",
+                    "raft-examples",
+                    "--example",
+                    "groups",
+                    "--all-features",
+                    "--locked",
+                    "--",
+                    "local",
+                    "--dir",
+                ])
+                .arg(&groups_dir),
         )?;
     }
     // Every decoder a peer, a client or a disk reaches: corpus replay, short libFuzzer runs.

@@ -254,7 +254,7 @@ impl ReplicaTask {
         let transport = self.parts.transport.clone();
         let timeout = self.options.forward_timeout;
         let failure_refuses = self.options.test_forward_failure_refuses;
-        tokio::spawn(async move {
+        tokio::spawn(tracing::Instrument::in_current_span(async move {
             let (payloads, replies): (Vec<Bytes>, Vec<Reply>) = writes.into_iter().unzip();
             let lens: Vec<usize> = payloads.iter().map(Bytes::len).collect();
             let count = payloads.len();
@@ -288,7 +288,7 @@ impl ReplicaTask {
             for (reply, result) in replies.into_iter().zip(results) {
                 let _ = reply.send(result);
             }
-        });
+        }));
     }
 }
 

@@ -295,6 +295,12 @@ impl Host {
             state_machine,
             snapshots: stores.snapshots,
         };
+        let mut options = options;
+        if options.span.is_none() {
+            // At ERROR level, so that a subscriber showing only warnings still names the group
+            // on each line (a span below the filter's level is not entered at all).
+            options.span = tracing::error_span!("group", id = group.0);
+        }
         let node = Node::start(cfg, parts, options)
             .await
             .map_err(|source| HostError::Start { group, source })?;

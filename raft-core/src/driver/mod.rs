@@ -58,6 +58,7 @@ use snapshot_writer::spawn_snapshot_writer;
 use tail_cache::LogCache;
 use task_messages::Command;
 use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
 use waiters::Waiters;
 
 use crate::config::ValidatedConfig;
@@ -87,6 +88,9 @@ pub struct DriverOptions {
     /// Rewrites each data payload this replica proposes as leader (see [`Stamp`]); `None`
     /// proposes payloads as they came.
     pub stamp: Option<Arc<dyn Stamp>>,
+    /// The span every task of the node runs in, so that its log lines carry it (a host of many
+    /// groups gives each group's node a span naming the group). None by default.
+    pub span: tracing::Span,
     /// A leader binds the static voters of its set (storage from before formatting) to the
     /// directories they vote with, once it can tell them (see [`VoterChange::PinDirectories`]).
     /// Default on.
@@ -115,6 +119,7 @@ impl Default for DriverOptions {
             forward_timeout: Duration::from_secs(10),
             progress: ProgressPacing::default(),
             stamp: None,
+            span: tracing::Span::none(),
             pin_static_voters: true,
             test_forward_failure_refuses: false,
             test_ignore_write_sessions: false,
@@ -268,6 +273,17 @@ impl Node {
     /// Loads storage, starts the transport with this node as its request handler, and spawns
     /// the replica task on the current tokio runtime.
     pub async fn start(
+        cfg: ValidatedConfig,
+        parts: Parts,
+        options: DriverOptions,
+    ) -> Result<Node, StartError> {
+        let span = options.span.clone();
+        Self::start_in_span(cfg, parts, options)
+            .instrument(span)
+            .await
+    }
+
+    async fn start_in_span(
         cfg: ValidatedConfig,
         parts: Parts,
         options: DriverOptions,

@@ -17,6 +17,8 @@ use tokio::sync::{mpsc, watch};
 
 use super::task_messages::Done;
 use super::StopCause;
+use tracing::Instrument;
+
 use crate::io::Transport;
 use crate::types::ReplicaId;
 
@@ -30,15 +32,20 @@ pub(super) fn spawn_reporting<F>(
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    tokio::spawn(async move {
-        // Unwind safety: the task's state is dropped with it, and the replica task it reports
-        // to stops on the report, so no half-updated state is ever used again.
-        if let Err(panic) = AssertUnwindSafe(task).catch_unwind().await {
-            let reason = format!("the {what} panicked: {}", panic_message(&*panic));
-            tracing::error!(reason, "a task of the node panicked; stopping");
-            let _ = done.send(Done::Panicked(reason)).await;
+    // In the span of whoever spawns it (the node's, `DriverOptions::span`), so that its log
+    // lines name the node's group on a host of many.
+    tokio::spawn(
+        async move {
+            // Unwind safety: the task's state is dropped with it, and the replica task it
+            // reports to stops on the report, so no half-updated state is ever used again.
+            if let Err(panic) = AssertUnwindSafe(task).catch_unwind().await {
+                let reason = format!("the {what} panicked: {}", panic_message(&*panic));
+                tracing::error!(reason, "a task of the node panicked; stopping");
+                let _ = done.send(Done::Panicked(reason)).await;
+            }
         }
-    })
+        .in_current_span(),
+    )
 }
 
 /// Spawns the replica task `run`, and publishes why it ended on `stopped`; if it panics,
@@ -51,18 +58,21 @@ pub(super) fn spawn_replica<F>(
 ) where
     F: Future<Output = StopCause> + Send + 'static,
 {
-    tokio::spawn(async move {
-        let cause = match AssertUnwindSafe(run).catch_unwind().await {
-            Ok(cause) => cause,
-            Err(panic) => {
-                let reason = format!("the replica task panicked: {}", panic_message(&*panic));
-                tracing::error!(replica = %id, reason, "closing its transport");
-                transport.close().await;
-                StopCause::Failed(reason)
-            }
-        };
-        stopped.send_replace(Some(cause));
-    });
+    tokio::spawn(
+        async move {
+            let cause = match AssertUnwindSafe(run).catch_unwind().await {
+                Ok(cause) => cause,
+                Err(panic) => {
+                    let reason = format!("the replica task panicked: {}", panic_message(&*panic));
+                    tracing::error!(replica = %id, reason, "closing its transport");
+                    transport.close().await;
+                    StopCause::Failed(reason)
+                }
+            };
+            stopped.send_replace(Some(cause));
+        }
+        .in_current_span(),
+    );
 }
 
 /// The text a panic carries, when it is a string (as `panic!` and `assert!` make it).
