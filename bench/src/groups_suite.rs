@@ -1,4 +1,5 @@
-//! Hosts of many groups, idle: three `raft_core::driver::Host`s in this process on the
+//! Hosts of many groups. Durable writes over 1 to 64 groups and the failover of one host of
+//! three are in `groups_hosts` (QUIC and fjall). Idle: three `raft_core::driver::Host`s in this process on the
 //! in-memory transport and storage, N groups of three replicas each (one per host), every group
 //! elected and then left without writes. Measured over a quiet window: the process's CPU (all
 //! three hosts) as a share of one core, per host; the requests per second the groups send (the
@@ -18,6 +19,7 @@ use raft_core::{Config, DirectoryId, GroupId, ReplicaId, Voter, VoterSet};
 use serde_json::json;
 
 use crate::core_suite::Blob;
+use crate::groups_hosts;
 use crate::measure::process_cpu_ns;
 use crate::memory_suite::rss_bytes;
 use crate::{Figure, Size};
@@ -41,6 +43,17 @@ pub fn run(size: Size) -> Vec<Figure> {
             Ok(f) => out.push(f),
             Err(e) => out.push(failed("idle", e)),
         }
+    }
+    let writers = size.pick(256, 16);
+    for groups in size.pick(vec![1, 4, 16, 64], vec![1, 4]) {
+        match rt.block_on(groups_hosts::durable(groups, writers, window)) {
+            Ok(f) => out.push(f),
+            Err(e) => out.push(failed("durable writes", e)),
+        }
+    }
+    match rt.block_on(groups_hosts::failover(size.pick(1_000, 12))) {
+        Ok(f) => out.push(f),
+        Err(e) => out.push(failed("failover", e)),
     }
     out
 }

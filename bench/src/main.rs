@@ -60,6 +60,7 @@ mod cluster_suite;
 mod core_suite;
 mod durable_writes;
 mod failover_suite;
+mod groups_hosts;
 mod groups_storage;
 mod groups_suite;
 mod measure;
