@@ -280,6 +280,9 @@ fn a_forward_without_an_answer_is_unknown_never_tryagain() {
 fn follower_writes_and_linearizable_follower_reads_through_a_redis_client() {
     let cluster = Cluster::start(3, "");
     let leader = cluster.wait_for_leader();
+    // Right after the election a follower may not know the leader yet, and TRYAGAIN is then
+    // the truth; what is tested starts once every node takes writes.
+    cluster.wait_for_writes_everywhere();
     let mut conns: Vec<(u32, redis::Connection)> = cluster
         .ids()
         .into_iter()
