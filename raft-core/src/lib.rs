@@ -12,6 +12,7 @@
 //!
 //! The wire and disk formats live in [`codec`] as pure functions. [`guide`] is the guide to
 //! embedding it: the model, the state machine's rules, bootstrap, outcomes, reads, events.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
 /// Whether the planted bug `Planted::$bug` is on in `$cfg`: always false (and nothing to

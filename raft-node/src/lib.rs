@@ -2,6 +2,7 @@
 //! client's connection feeds, the TOML config loader, and the `RAFT VOTERS` answer a joining node
 //! reads (`join`), and the crash-safe writing of small files (`durable_file`). The binary uses
 //! them from here, and the fuzz targets and property tests reach them without starting a node.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod config;
 pub mod durable_file;

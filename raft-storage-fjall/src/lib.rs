@@ -61,6 +61,7 @@
 //! Truncation rewrites the batch the new end cuts into and deletes the later ones; purge deletes
 //! whole batches below the new start (tombstones, dropped by compaction) and leaves the batch
 //! holding it, whose purged head reads skip.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
 mod engine;

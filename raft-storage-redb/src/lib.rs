@@ -54,6 +54,7 @@
 //! it whole), plus a tail smaller than a page that shares a leaf. Truncation rewrites the batch
 //! the new end cuts into; purge drops whole batches below the new start and leaves the batch
 //! holding it, whose purged head reads skip.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
 mod engine;

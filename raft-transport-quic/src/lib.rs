@@ -42,6 +42,7 @@
 //! // or, on a host, HostTransport::serve and HostTransport::call.
 //! # Ok(()) }
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
 pub mod certs;
