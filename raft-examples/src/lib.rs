@@ -4,3 +4,8 @@
 //! * `groups`: three processes, each a host of 100 groups (by default) over one QUIC transport
 //!   with mutual TLS and one fjall engine; every group a replicated counter.
 //!   `cargo run --release -p raft-examples --example groups -- local`.
+//! * `kv`: a replicated key-value store of your own in four processes over QUIC and fjall (or
+//!   redb): founders formatted once, writes through a follower, snapshots, a leadership
+//!   transfer, and a voter replaced by a new machine that catches up through a snapshot. The
+//!   program to copy when you start.
+//!   `cargo run --release -p raft-examples --example kv -- local [--storage redb]`.

@@ -187,6 +187,33 @@ fn ci() -> Result<(), String> {
                 .arg(&groups_dir),
         )?;
     }
+    // A replicated key-value store of a user's own in four processes (three founders, then a
+    // replacement machine), over QUIC, on each engine.
+    for storage in ["fjall", "redb"] {
+        run(
+            &format!("example kv ({storage})"),
+            cargo()
+                .args([
+                    "run",
+                    "-p",
+                    "raft-examples",
+                    "--example",
+                    "kv",
+                    "--all-features",
+                    "--locked",
+                    "--",
+                    "local",
+                    "--storage",
+                    storage,
+                    "--dir",
+                ])
+                .arg(
+                    target_dir()
+                        .join("tmp")
+                        .join(format!("kv-example-{storage}")),
+                ),
+        )?;
+    }
     // Every decoder a peer, a client or a disk reaches: corpus replay, short libFuzzer runs.
     fuzz::smoke()?;
     // A fixed shard of the protocol layer's mutants (one in a hundred, about ten), each of which
