@@ -340,6 +340,10 @@ pub(crate) fn settings(cfg: &NodeConfig) -> Vec<(&'static str, String)> {
             cfg.client.connections_max.to_string(),
         ),
         (
+            "client.unauthenticated_request_bytes_max",
+            cfg.client.unauthenticated_request_bytes_max.to_string(),
+        ),
+        (
             "client.tls",
             if cfg.client.tls.is_some() {
                 "yes"

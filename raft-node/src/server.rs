@@ -238,13 +238,17 @@ impl Server {
             entry: registration.entry.clone(),
         };
         let entry = registration.entry.clone();
-        let mut parser = Parser::new(self.cfg.client.limits);
-        let mut input = BytesMut::with_capacity(16 << 10);
+        // Before AUTH (with a password) a connection's requests are small and taken one at a
+        // time, so that a successful AUTH raises the limits for the very next request.
+        let mut parser = Parser::new(self.cfg.client.limits_for(conn.authed));
+        let capacity = parser.limits().request_bytes_max.saturating_add(1 << 10);
+        let mut input = BytesMut::with_capacity(capacity.min(16 << 10));
         let mut out = BytesMut::with_capacity(16 << 10);
         loop {
             let mut batch = Vec::new();
             let mut fatal = None;
-            while batch.len() < BATCH_MAX {
+            let batch_max = if conn.authed { BATCH_MAX } else { 1 };
+            while batch.len() < batch_max {
                 match parser.next(&mut input) {
                     Ok(Some(cmd)) => batch.push(cmd),
                     Ok(None) => break,
@@ -267,7 +271,11 @@ impl Server {
                     _ = entry.killed() => return,
                 }
             }
+            let authed_before = conn.authed;
             let mut close = self.run_batch(&mut conn, &mut link, batch, &mut out).await;
+            if conn.authed && !authed_before {
+                parser.set_limits(self.cfg.client.limits);
+            }
             entry.sync(
                 conn.proto,
                 conn.name.as_ref(),
@@ -275,7 +283,12 @@ impl Server {
             );
             if let Some(e) = fatal {
                 tracing::debug!(conn = conn.id, error = %e, "closing a connection");
-                Reply::err(e).encode(&mut out);
+                let reply = if conn.authed {
+                    Reply::err(e)
+                } else {
+                    Reply::err(format_args!("{e} (unauthenticated)"))
+                };
+                reply.encode(&mut out);
                 close = true;
             }
             if stream.write_all(&out).await.is_err() {

@@ -278,6 +278,11 @@ impl ClientSection {
                 )?,
             },
             connections_max: positive("connections_max", self.connections_max, 10_000)?,
+            unauthenticated_request_bytes_max: positive(
+                "unauthenticated_request_bytes_max",
+                self.unauthenticated_request_bytes_max,
+                ClientOptions::UNAUTHENTICATED_REQUEST_BYTES_DEFAULT,
+            )?,
         })
     }
 }

@@ -60,6 +60,7 @@
 //! inline_bytes_max = 65536
 //! request_bytes_max = 1048576
 //! connections_max = 10000
+//! unauthenticated_request_bytes_max = 4096 # one request's bytes before AUTH (with a password)
 //! tls_cert = "certs/client.pem" # TLS on the client port (with tls_key); off when unset
 //! tls_key = "certs/client.key"
 //! tls_ca = "certs/clients-ca.pem" # optional: require client certificates signed by this CA
@@ -296,6 +297,25 @@ pub struct ClientOptions {
     pub limits: Limits,
     /// Most client connections at once.
     pub connections_max: usize,
+    /// With a password: most bytes of one request (its arguments together, or its inline
+    /// line) before `AUTH` succeeds; at most [`Limits::UNAUTHENTICATED_ARGS_MAX`] arguments.
+    pub unauthenticated_request_bytes_max: usize,
+}
+
+impl ClientOptions {
+    /// The default of `client.unauthenticated_request_bytes_max`.
+    pub const UNAUTHENTICATED_REQUEST_BYTES_DEFAULT: usize = 4096;
+
+    /// The request limits of a connection: its own once authenticated (or without a
+    /// password), narrower before.
+    pub fn limits_for(&self, authed: bool) -> Limits {
+        if authed {
+            self.limits
+        } else {
+            self.limits
+                .unauthenticated(self.unauthenticated_request_bytes_max)
+        }
+    }
 }
 
 /// A checked configuration: everything a node needs to start.

@@ -57,6 +57,9 @@ pub struct Overrides {
     /// The client password (as Redis's requirepass).
     #[arg(long, env = "RAFT_NODE_REQUIREPASS", hide_env_values = true)]
     pub requirepass: Option<String>,
+    /// With a password: most bytes of one request before AUTH succeeds.
+    #[arg(long, env = "RAFT_NODE_UNAUTHENTICATED_REQUEST_BYTES_MAX")]
+    pub unauthenticated_request_bytes_max: Option<usize>,
     /// The tracing filter (RUST_LOG wins when set).
     #[arg(long, env = "RAFT_NODE_LOG")]
     pub log: Option<String>,
@@ -78,6 +81,10 @@ impl FileConfig {
         set(&mut self.listen.client, &o.listen_client);
         set(&mut self.listen.metrics, &o.listen_metrics);
         set(&mut self.client.requirepass, &o.requirepass);
+        set(
+            &mut self.client.unauthenticated_request_bytes_max,
+            &o.unauthenticated_request_bytes_max,
+        );
         // Paths given as flags are relative to the working directory: made absolute here so
         // that resolving against the file's directory leaves them alone.
         let cwd = std::env::current_dir().unwrap_or_default();

@@ -196,3 +196,29 @@ fn client_tls_needs_a_certificate_and_a_key() {
         None
     );
 }
+
+#[test]
+fn unauthenticated_requests_are_bounded_by_default_and_settable() {
+    let cfg = FileConfig::parse(GOOD).unwrap().check().unwrap();
+    assert_eq!(cfg.client.unauthenticated_request_bytes_max, 4096);
+    let before = cfg.client.limits_for(false);
+    assert_eq!(before.request_bytes_max, 4096);
+    assert_eq!(before.bulk_bytes_max, 4096);
+    assert_eq!(before.inline_bytes_max, 4096);
+    assert_eq!(before.array_len_max, 10);
+    assert_eq!(cfg.client.limits_for(true), cfg.client.limits);
+    assert_eq!(
+        field_of(&format!(
+            "{GOOD}\n[client]\nunauthenticated_request_bytes_max = 0\n"
+        )),
+        "client.unauthenticated_request_bytes_max"
+    );
+    let mut f = FileConfig::parse(GOOD).unwrap();
+    f.apply(&Overrides {
+        unauthenticated_request_bytes_max: Some(100),
+        ..Overrides::default()
+    })
+    .unwrap();
+    let cfg = f.check().unwrap();
+    assert_eq!(cfg.client.limits_for(false).request_bytes_max, 100);
+}
