@@ -282,6 +282,10 @@ pub(crate) fn settings(cfg: &NodeConfig) -> Vec<(&'static str, String)> {
         ("appendonly", "no".into()),
         ("databases", "1".into()),
         ("maxmemory", "0".into()),
+        (
+            "client-output-buffer-limit",
+            format!("normal {} 0 0", cfg.client.output_buffer_bytes_max),
+        ),
         ("dir", cfg.data_dir.display().to_string()),
         ("cluster_id", cfg.cluster_id.clone()),
         ("replica_id", cfg.id.0.to_string()),
@@ -342,6 +346,10 @@ pub(crate) fn settings(cfg: &NodeConfig) -> Vec<(&'static str, String)> {
         (
             "client.unauthenticated_request_bytes_max",
             cfg.client.unauthenticated_request_bytes_max.to_string(),
+        ),
+        (
+            "client.output_buffer_bytes_max",
+            cfg.client.output_buffer_bytes_max.to_string(),
         ),
         (
             "client.tls",

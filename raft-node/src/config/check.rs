@@ -278,6 +278,20 @@ impl ClientSection {
                 )?,
             },
             connections_max: positive("connections_max", self.connections_max, 10_000)?,
+            output_buffer_bytes_max: match self.output_buffer_bytes_max {
+                None => ClientOptions::OUTPUT_BUFFER_BYTES_DEFAULT,
+                Some(n) if n > 0 && n < ClientOptions::OUTPUT_BUFFER_BYTES_MIN => {
+                    return Err(bad(
+                        "client.output_buffer_bytes_max",
+                        format!(
+                            "{n} is below {} bytes (0: no limit); ordinary replies would close \
+                             connections",
+                            ClientOptions::OUTPUT_BUFFER_BYTES_MIN
+                        ),
+                    ))
+                }
+                Some(n) => n,
+            },
             unauthenticated_request_bytes_max: positive(
                 "unauthenticated_request_bytes_max",
                 self.unauthenticated_request_bytes_max,

@@ -105,6 +105,7 @@ pub(super) struct ClientSection {
     pub(super) request_bytes_max: Option<usize>,
     pub(super) connections_max: Option<usize>,
     pub(super) unauthenticated_request_bytes_max: Option<usize>,
+    pub(super) output_buffer_bytes_max: Option<usize>,
     pub(super) tls_cert: Option<PathBuf>,
     pub(super) tls_key: Option<PathBuf>,
     pub(super) tls_ca: Option<PathBuf>,

@@ -60,6 +60,9 @@ pub struct Overrides {
     /// With a password: most bytes of one request before AUTH succeeds.
     #[arg(long, env = "RAFT_NODE_UNAUTHENTICATED_REQUEST_BYTES_MAX")]
     pub unauthenticated_request_bytes_max: Option<usize>,
+    /// Most bytes of replies waiting for one client before it is disconnected (0: no limit).
+    #[arg(long, env = "RAFT_NODE_OUTPUT_BUFFER_BYTES_MAX")]
+    pub output_buffer_bytes_max: Option<usize>,
     /// The tracing filter (RUST_LOG wins when set).
     #[arg(long, env = "RAFT_NODE_LOG")]
     pub log: Option<String>,
@@ -84,6 +87,10 @@ impl FileConfig {
         set(
             &mut self.client.unauthenticated_request_bytes_max,
             &o.unauthenticated_request_bytes_max,
+        );
+        set(
+            &mut self.client.output_buffer_bytes_max,
+            &o.output_buffer_bytes_max,
         );
         // Paths given as flags are relative to the working directory: made absolute here so
         // that resolving against the file's directory leaves them alone.

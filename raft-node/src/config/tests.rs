@@ -222,3 +222,23 @@ fn unauthenticated_requests_are_bounded_by_default_and_settable() {
     let cfg = f.check().unwrap();
     assert_eq!(cfg.client.limits_for(false).request_bytes_max, 100);
 }
+
+#[test]
+fn the_output_buffer_limit_has_a_default_and_a_floor() {
+    let cfg = FileConfig::parse(GOOD).unwrap().check().unwrap();
+    assert_eq!(cfg.client.output_buffer_bytes_max, 64 << 20);
+    let with = |v: &str| format!("{GOOD}\n[client]\noutput_buffer_bytes_max = {v}\n");
+    let off = FileConfig::parse(&with("0")).unwrap().check().unwrap();
+    assert_eq!(
+        off.client.output_buffer_bytes_max, 0,
+        "0: no limit, as in Redis"
+    );
+    assert_eq!(field_of(&with("100")), "client.output_buffer_bytes_max");
+    let mut f = FileConfig::parse(GOOD).unwrap();
+    f.apply(&Overrides {
+        output_buffer_bytes_max: Some(1 << 20),
+        ..Overrides::default()
+    })
+    .unwrap();
+    assert_eq!(f.check().unwrap().client.output_buffer_bytes_max, 1 << 20);
+}

@@ -61,3 +61,69 @@ fn unauthenticated_connections_may_send_only_small_requests() {
         ])
     );
 }
+
+/// Goal: the replies waiting for a client are bounded. A reply that would take them past
+/// `client.output_buffer_bytes_max` closes the connection (logged once, counted in a metric)
+/// instead of being held; a client that does not read stalls only its own connection, which
+/// holds about a chunk of replies meanwhile and gets every reply once it reads.
+/// Method: one node with a 1 MiB limit and three 400 kB list elements; `LRANGE` of all three
+/// (1.2 MB) closes the connection; then a client pipelines 40 `GET`s of a 400 kB value (16 MB
+/// of replies) and reads nothing while another client is served, then reads them all.
+#[test]
+fn replies_waiting_for_a_client_are_bounded() {
+    let cluster = Cluster::start(1, "[client]\noutput_buffer_bytes_max = 1048576\n");
+    cluster.wait_for_leader();
+    let mut c = cluster.client(1);
+    let value = "e".repeat(400_000);
+    for _ in 0..3 {
+        assert!(matches!(c.cmd(&["RPUSH", "l", &value]), Value::Int(_)));
+    }
+    assert_eq!(c.cmd(&["SET", "big", &value]), Value::ok());
+    let two = c.cmd(&["LRANGE", "l", "0", "1"]);
+    assert!(
+        matches!(&two, Value::Array(a) if a.len() == 2),
+        "800 kB fit"
+    );
+    assert!(
+        c.try_cmd(&["LRANGE", "l", "0", "-1"]).is_err(),
+        "a 1.2 MB reply closes the connection"
+    );
+    serves_a_fresh_client(&cluster);
+    let series = "raft_client_output_limit_disconnects_total";
+    let text = harness::scrape(cluster.metrics_port(1));
+    assert_eq!(harness::sample(&text, series), Some(1.0), "{text}");
+    harness::wait_until("the disconnect to be logged", || {
+        cluster
+            .log_text(1)
+            .contains("client.output_buffer_bytes_max")
+    });
+
+    // A slow reader: 16 MB of replies asked for, none read yet.
+    let gets: Vec<Vec<String>> = (0..40)
+        .map(|_| vec!["GET".to_string(), "big".to_string()])
+        .collect();
+    let mut slow = cluster.client(1);
+    slow.send_pipeline(&gets);
+    let mut other = cluster.client(1);
+    for _ in 0..5 {
+        assert_eq!(other.cmd(&["PING"]), Value::Simple("PONG".into()));
+        assert_eq!(other.cmd(&["STRLEN", "big"]), Value::Int(400_000));
+    }
+    serves_a_fresh_client(&cluster);
+    for _ in 0..40 {
+        assert_eq!(slow.read_reply().unwrap().text().len(), 400_000);
+    }
+    let text = harness::scrape(cluster.metrics_port(1));
+    assert_eq!(
+        harness::sample(&text, series),
+        Some(1.0),
+        "a slow reader is waited for, not disconnected"
+    );
+    assert_eq!(
+        other.cmd(&["CONFIG", "GET", "client.output_buffer_bytes_max"]),
+        Value::Array(vec![
+            Value::bulk("client.output_buffer_bytes_max"),
+            Value::bulk("1048576")
+        ])
+    );
+}
