@@ -48,12 +48,17 @@ impl Server {
         }
         if want("memory") {
             // The process's resident memory: the map lives in it, and an allocator's own
-            // figure is not at hand.
+            // figure is not at hand. `maxmemory` is compared with the map's estimate.
             let rss = resident_bytes();
+            let max = self.cfg.maxmemory;
+            let mib = |n: u64| n as f64 / (1 << 20) as f64;
             s += &format!(
                 "# Memory\r\nused_memory:{rss}\r\nused_memory_human:{:.2}M\r\n\
-                 used_memory_rss:{rss}\r\nmaxmemory:0\r\n\r\n",
-                rss as f64 / (1 << 20) as f64
+                 used_memory_rss:{rss}\r\nused_memory_dataset:{}\r\nmaxmemory:{max}\r\n\
+                 maxmemory_human:{:.2}M\r\nmaxmemory_policy:noeviction\r\n\r\n",
+                mib(rss),
+                self.kv.dataset_bytes(),
+                mib(max),
             );
         }
         if want("persistence") {
@@ -281,7 +286,8 @@ pub(crate) fn settings(cfg: &NodeConfig) -> Vec<(&'static str, String)> {
         ("save", String::new()),
         ("appendonly", "no".into()),
         ("databases", "1".into()),
-        ("maxmemory", "0".into()),
+        ("maxmemory", cfg.maxmemory.to_string()),
+        ("maxmemory-policy", "noeviction".into()),
         (
             "client-output-buffer-limit",
             format!("normal {} 0 0", cfg.client.output_buffer_bytes_max),

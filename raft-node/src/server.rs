@@ -230,6 +230,7 @@ impl Server {
             multi: None,
             multi_failed: false,
             multi_bytes: 0,
+            multi_denyoom: false,
             watched: Vec::new(),
         };
         let registration = self.clients.register(conn.id, peer, local);
@@ -347,6 +348,7 @@ impl Server {
                 requirepass: self.cfg.client.requirepass.as_deref(),
                 now_ms: now_ms(),
                 lease_reads: self.cfg.lease.enabled,
+                oom: self.cfg.maxmemory > 0 && self.kv.dataset_bytes() >= self.cfg.maxmemory,
             };
             let cmd = self.stats.index(&args[0]);
             link.entry.touch(cmd);

@@ -124,6 +124,7 @@ impl FileConfig {
                     .map_or(ExpiryOptions::CLOCK_JUMP_MAX_DEFAULT, Duration::from_millis),
             },
             client: self.client.check(|p| self.path(p))?,
+            maxmemory: self.maxmemory.unwrap_or(0),
         };
         if cfg.client.read_mode == ReadMode::Lease && !cfg.lease.enabled {
             return Err(bad(

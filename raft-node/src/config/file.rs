@@ -16,6 +16,7 @@ pub struct FileConfig {
     pub(super) data_dir: Option<PathBuf>,
     pub(super) storage: Option<String>,
     pub(super) log: Option<String>,
+    pub(super) maxmemory: Option<u64>,
     #[serde(default)]
     pub(super) listen: ListenSection,
     #[serde(default)]

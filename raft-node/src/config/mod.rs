@@ -14,6 +14,8 @@
 //! data_dir = "data/node1"
 //! storage = "fjall"           # or "redb"
 //! log = "info"                # tracing filter; RUST_LOG wins when set
+//! maxmemory = 0               # the map's estimated bytes where writes that add data stop
+//!                             # (0: no limit)
 //!
 //! [listen]
 //! peer = "127.0.0.1:7101"     # QUIC (UDP); defaults to this replica's voter entry
@@ -364,6 +366,9 @@ pub struct NodeConfig {
     pub expiry: ExpiryOptions,
     /// Client options.
     pub client: ClientOptions,
+    /// The map's estimated bytes at or above which commands that add data are refused with
+    /// `-OOM` (0: no limit), as Redis's `maxmemory` with `noeviction`.
+    pub maxmemory: u64,
 }
 
 impl NodeConfig {

@@ -63,6 +63,10 @@ pub struct Overrides {
     /// Most bytes of replies waiting for one client before it is disconnected (0: no limit).
     #[arg(long, env = "RAFT_NODE_OUTPUT_BUFFER_BYTES_MAX")]
     pub output_buffer_bytes_max: Option<usize>,
+    /// The map's estimated bytes at which writes that add data are refused with -OOM (0: no
+    /// limit).
+    #[arg(long, env = "RAFT_NODE_MAXMEMORY")]
+    pub maxmemory: Option<u64>,
     /// The tracing filter (RUST_LOG wins when set).
     #[arg(long, env = "RAFT_NODE_LOG")]
     pub log: Option<String>,
@@ -80,6 +84,7 @@ impl FileConfig {
         set(&mut self.replica_id, &o.replica_id);
         set(&mut self.storage, &o.storage);
         set(&mut self.log, &o.log);
+        set(&mut self.maxmemory, &o.maxmemory);
         set(&mut self.listen.peer, &o.listen_peer);
         set(&mut self.listen.client, &o.listen_client);
         set(&mut self.listen.metrics, &o.listen_metrics);

@@ -242,3 +242,24 @@ fn the_output_buffer_limit_has_a_default_and_a_floor() {
     .unwrap();
     assert_eq!(f.check().unwrap().client.output_buffer_bytes_max, 1 << 20);
 }
+
+#[test]
+fn maxmemory_is_off_by_default_and_settable_in_the_file_and_by_flag() {
+    assert_eq!(
+        FileConfig::parse(GOOD).unwrap().check().unwrap().maxmemory,
+        0
+    );
+    let cfg = FileConfig::parse(&format!("maxmemory = 1000000\n{GOOD}"))
+        .unwrap()
+        .check()
+        .unwrap();
+    assert_eq!(cfg.maxmemory, 1_000_000);
+    assert_eq!(field_of(&format!("maxmemory = -1\n{GOOD}")), "maxmemory");
+    let mut f = FileConfig::parse(GOOD).unwrap();
+    f.apply(&Overrides {
+        maxmemory: Some(5),
+        ..Overrides::default()
+    })
+    .unwrap();
+    assert_eq!(f.check().unwrap().maxmemory, 5);
+}

@@ -127,3 +127,56 @@ fn replies_waiting_for_a_client_are_bounded() {
         ])
     );
 }
+
+/// Goal: at `maxmemory`, compared with the map's estimate (`INFO memory`'s
+/// `used_memory_dataset`), writes that add data get Redis's `-OOM` before they are proposed,
+/// on the leader and on a follower (each checks its own applied map); reads and deletes still
+/// work, and a delete makes room again.
+/// Method: three nodes with `maxmemory = 200000`; two 100 kB values fill it; a third SET, an
+/// INCR and a transaction that adds data are refused; a follower refuses too once it applied
+/// the values; GET and DEL pass; after the DEL a small SET passes.
+#[test]
+fn writes_that_add_data_are_refused_at_maxmemory() {
+    let cluster = Cluster::start(3, "maxmemory = 200000\n");
+    let leader = cluster.wait_for_leader();
+    let mut c = cluster.client(leader);
+    let value = "m".repeat(100_000);
+    assert_eq!(c.cmd(&["SET", "v1", &value]), Value::ok());
+    assert_eq!(c.cmd(&["SET", "v2", &value]), Value::ok());
+    let oom = "OOM command not allowed when used memory > 'maxmemory'.";
+    assert_eq!(
+        c.cmd(&["SET", "v3", &value]),
+        Value::Error(oom.into()),
+        "the map is full"
+    );
+    assert_eq!(c.cmd(&["INCR", "n"]), Value::Error(oom.into()));
+    assert_eq!(c.cmd(&["MULTI"]), Value::ok());
+    assert_eq!(c.cmd(&["SET", "t", "x"]), Value::Error(oom.into()));
+    assert!(c.cmd(&["EXEC"]).is_error("EXECABORT"));
+    assert_eq!(c.cmd(&["STRLEN", "v1"]), Value::Int(100_000), "reads work");
+    let info = c.cmd(&["INFO", "memory"]).text();
+    assert!(info.contains("maxmemory:200000\r\n"), "{info}");
+    let dataset: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory_dataset:"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no used_memory_dataset in {info}"));
+    assert!(dataset >= 200_000, "{info}");
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "maxmemory"]),
+        Value::Array(vec![Value::bulk("maxmemory"), Value::bulk("200000")])
+    );
+
+    // A follower decides by its own map, once it has applied the two values.
+    let follower = cluster.ids().into_iter().find(|i| *i != leader).unwrap();
+    let mut f = cluster.client(follower);
+    harness::wait_until("the follower to refuse a write at maxmemory", || {
+        // SETNX of a present key adds nothing even if it passed.
+        f.cmd(&["SETNX", "v1", "x"]) == Value::Error(oom.into())
+    });
+    assert_eq!(f.cmd(&["DEL", "v2"]), Value::Int(1), "deletes work");
+    assert_eq!(c.cmd(&["SET", "small", "x"]), Value::ok(), "room again");
+    let mut fresh = cluster.client(follower);
+    assert_eq!(fresh.cmd(&["PING"]), Value::Simple("PONG".into()));
+    serves_a_fresh_client(&cluster);
+}
