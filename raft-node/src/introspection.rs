@@ -48,12 +48,17 @@ impl Server {
         }
         if want("memory") {
             // The process's resident memory: the map lives in it, and an allocator's own
-            // figure is not at hand.
+            // figure is not at hand. `maxmemory` is compared with the map's estimate.
             let rss = resident_bytes();
+            let max = self.cfg.maxmemory;
+            let mib = |n: u64| n as f64 / (1 << 20) as f64;
             s += &format!(
                 "# Memory\r\nused_memory:{rss}\r\nused_memory_human:{:.2}M\r\n\
-                 used_memory_rss:{rss}\r\nmaxmemory:0\r\n\r\n",
-                rss as f64 / (1 << 20) as f64
+                 used_memory_rss:{rss}\r\nused_memory_dataset:{}\r\nmaxmemory:{max}\r\n\
+                 maxmemory_human:{:.2}M\r\nmaxmemory_policy:noeviction\r\n\r\n",
+                mib(rss),
+                self.kv.dataset_bytes(),
+                mib(max),
             );
         }
         if want("persistence") {
@@ -281,7 +286,12 @@ pub(crate) fn settings(cfg: &NodeConfig) -> Vec<(&'static str, String)> {
         ("save", String::new()),
         ("appendonly", "no".into()),
         ("databases", "1".into()),
-        ("maxmemory", "0".into()),
+        ("maxmemory", cfg.maxmemory.to_string()),
+        ("maxmemory-policy", "noeviction".into()),
+        (
+            "client-output-buffer-limit",
+            format!("normal {} 0 0", cfg.client.output_buffer_bytes_max),
+        ),
         ("dir", cfg.data_dir.display().to_string()),
         ("cluster_id", cfg.cluster_id.clone()),
         ("replica_id", cfg.id.0.to_string()),
@@ -338,6 +348,14 @@ pub(crate) fn settings(cfg: &NodeConfig) -> Vec<(&'static str, String)> {
         (
             "client.connections_max",
             cfg.client.connections_max.to_string(),
+        ),
+        (
+            "client.unauthenticated_request_bytes_max",
+            cfg.client.unauthenticated_request_bytes_max.to_string(),
+        ),
+        (
+            "client.output_buffer_bytes_max",
+            cfg.client.output_buffer_bytes_max.to_string(),
         ),
         (
             "client.tls",

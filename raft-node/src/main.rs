@@ -31,6 +31,7 @@ mod membership;
 mod metrics;
 mod multi;
 mod node;
+mod replies;
 mod server;
 mod wait;
 mod write_failure;

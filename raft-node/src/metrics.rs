@@ -90,6 +90,9 @@ pub struct NodeMetrics {
     /// Stamps this replica issued as leader at the bound instead of its wall clock, which was
     /// further ahead of the replicated clock than the bound allows (see `leader_clock`).
     pub clock_jumps_clamped: Counter,
+    /// Client connections closed because the replies waiting for them would have passed
+    /// `client.output_buffer_bytes_max`.
+    pub output_limit_disconnects: Counter,
     node: Arc<OnceLock<Node>>,
 }
 
@@ -126,6 +129,7 @@ impl NodeMetrics {
             replicated_in: Counter::default(),
             replicated_out: Counter::default(),
             clock_jumps_clamped: Counter::default(),
+            output_limit_disconnects: Counter::default(),
             registry: Registry::default(),
             node: node.clone(),
         };
@@ -230,6 +234,11 @@ impl NodeMetrics {
             "clock_jumps_clamped",
             "Records this replica stamped as leader at the clock bound because its wall clock ran ahead of it",
             m.clock_jumps_clamped.clone(),
+        );
+        r.register(
+            "client_output_limit_disconnects",
+            "Client connections closed because the replies waiting for them would have passed client.output_buffer_bytes_max",
+            m.output_limit_disconnects.clone(),
         );
         r.register_collector(Box::new(Sources { node, transport }));
         NodeMetrics { registry, ..m }

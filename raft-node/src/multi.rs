@@ -40,6 +40,7 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
             conn.multi = Some(Vec::new());
             conn.multi_failed = false;
             conn.multi_bytes = 0;
+            conn.multi_denyoom = false;
             Plan::Reply(Reply::ok())
         }
         ("exec", false) if conn.authed => Plan::Reply(Reply::err("EXEC without MULTI")),
@@ -51,6 +52,13 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
                 return Plan::Reply(Reply::Error(
                     "EXECABORT Transaction discarded because of previous errors.".into(),
                 ));
+            }
+            // As Redis: a transaction that adds data is refused whole at `maxmemory`.
+            if std::mem::take(&mut conn.multi_denyoom) && ctx.oom {
+                return Plan::Reply(Reply::Error(format!(
+                    "EXECABORT Transaction discarded because of: {}",
+                    commands::OOM_MESSAGE
+                )));
             }
             if ops.is_empty() && watches.is_empty() {
                 return Plan::Reply(Reply::Array(Vec::new()));
@@ -148,6 +156,7 @@ fn queue(conn: &mut Conn, ctx: &Context<'_>, name: &str, args: &[Bytes]) -> Plan
     if conn.multi_failed {
         return Plan::Reply(Reply::Simple("QUEUED".into()));
     }
+    conn.multi_denyoom |= commands::adds_data(name);
     if let Some(q) = conn.multi.as_mut() {
         q.push(op);
     }
@@ -170,6 +179,7 @@ mod tests {
             multi: None,
             multi_failed: false,
             multi_bytes: 0,
+            multi_denyoom: false,
             watched: Vec::new(),
         }
     }
@@ -183,8 +193,63 @@ mod tests {
             requirepass: None,
             now_ms: 1_000,
             lease_reads: false,
+            oom: false,
         };
         plan(c, &ctx, &args)
+    }
+
+    /// Runs `line` on a node whose map is (`oom`) or is not at `maxmemory`.
+    fn run_at(c: &mut Conn, line: &str, oom: bool) -> Plan {
+        let args: Vec<Bytes> = line
+            .split_whitespace()
+            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+            .collect();
+        let ctx = Context {
+            requirepass: None,
+            now_ms: 1_000,
+            lease_reads: false,
+            oom,
+        };
+        plan(c, &ctx, &args)
+    }
+
+    /// Goal: at `maxmemory` only what adds data is refused, queued or not. Method: plan
+    /// commands with the map at its limit: SET and INCR get Redis's `-OOM`, DEL, GET and a
+    /// transaction of deletes pass; a transaction queued before the limit that adds data is
+    /// refused whole at EXEC.
+    #[test]
+    fn writes_that_add_data_are_refused_at_maxmemory() {
+        let mut c = conn();
+        let oom = Reply::Error(commands::OOM_MESSAGE.into());
+        assert_eq!(reply(run_at(&mut c, "SET k v", true)), oom);
+        assert_eq!(reply(run_at(&mut c, "INCR n", true)), oom);
+        assert_eq!(reply(run_at(&mut c, "RPUSH l x", true)), oom);
+        assert!(matches!(run_at(&mut c, "DEL k", true), Plan::Write(_)));
+        assert!(matches!(run_at(&mut c, "LPOP l", true), Plan::Write(_)));
+        assert!(matches!(run_at(&mut c, "GET k", true), Plan::Read(_)));
+        assert!(matches!(run_at(&mut c, "SET k v", false), Plan::Write(_)));
+
+        run_at(&mut c, "MULTI", true);
+        assert_eq!(reply(run_at(&mut c, "SET k v", true)), oom);
+        assert!(
+            matches!(reply(run_at(&mut c, "EXEC", true)), Reply::Error(e) if e.starts_with("EXECABORT"))
+        );
+        run_at(&mut c, "MULTI", true);
+        run_at(&mut c, "DEL k", true);
+        assert!(
+            matches!(
+                run_at(&mut c, "EXEC", true),
+                Plan::Write(Command::Multi { .. })
+            ),
+            "a transaction of deletes runs"
+        );
+        run_at(&mut c, "MULTI", false);
+        run_at(&mut c, "SET k v", false);
+        match reply(run_at(&mut c, "EXEC", true)) {
+            Reply::Error(e) => assert!(e.starts_with("EXECABORT") && e.contains("OOM"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(c.multi.is_none() && c.watched.is_empty());
     }
 
     fn reply(p: Plan) -> Reply {

@@ -4,7 +4,8 @@
 //!
 //! Pipelining: every complete request in the input buffer (up to [`BATCH_MAX`]) is taken at
 //! once. Consecutive writes are proposed together, as one ordered batch (forwarded as one when
-//! this node does not lead), and their replies are sent in request order; a read after writes
+//! this node does not lead), and their replies are sent in request order, written as they are
+//! produced and bounded per connection (see `replies`); a read after writes
 //! waits for them, and one read barrier serves every read of a batch that follows the same
 //! writes. Each connection has one `WriteSession`, so its batches take effect in the order
 //! sent even when an earlier one's outcome was unknown.
@@ -29,6 +30,7 @@ use crate::config::{NodeConfig, ReadMode};
 use crate::kv::{self, Kv};
 use crate::metrics::NodeMetrics;
 use crate::multi;
+use crate::replies::{Closed, Replies};
 use crate::resp::{Parser, Proto, Reply};
 use crate::wait::LastWrite;
 use crate::write_failure::{transfer_reply, WriteFailure};
@@ -36,7 +38,8 @@ use crate::write_failure::{transfer_reply, WriteFailure};
 /// How long a client may take to complete its TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Most requests taken from one connection's buffer before replies are written.
+/// Most requests taken from one connection's buffer at once (their replies are written as
+/// they come, see `replies`).
 pub const BATCH_MAX: usize = 1024;
 
 /// Everything a connection needs, shared by all of them.
@@ -206,7 +209,7 @@ impl Server {
         while conns.join_next().await.is_some() {}
     }
 
-    async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         &self,
         mut stream: S,
         peer: SocketAddr,
@@ -227,6 +230,7 @@ impl Server {
             multi: None,
             multi_failed: false,
             multi_bytes: 0,
+            multi_denyoom: false,
             watched: Vec::new(),
         };
         let registration = self.clients.register(conn.id, peer, local);
@@ -238,13 +242,18 @@ impl Server {
             entry: registration.entry.clone(),
         };
         let entry = registration.entry.clone();
-        let mut parser = Parser::new(self.cfg.client.limits);
-        let mut input = BytesMut::with_capacity(16 << 10);
-        let mut out = BytesMut::with_capacity(16 << 10);
+        // Before AUTH (with a password) a connection's requests are small and taken one at a
+        // time, so that a successful AUTH raises the limits for the very next request.
+        let mut parser = Parser::new(self.cfg.client.limits_for(conn.authed));
+        let capacity = parser.limits().request_bytes_max.saturating_add(1 << 10);
+        let mut input = BytesMut::with_capacity(capacity.min(16 << 10));
+        // Replies wait here until written, a chunk at a time (see `replies`).
+        let mut out = BytesMut::new();
         loop {
             let mut batch = Vec::new();
             let mut fatal = None;
-            while batch.len() < BATCH_MAX {
+            let batch_max = if conn.authed { BATCH_MAX } else { 1 };
+            while batch.len() < batch_max {
                 match parser.next(&mut input) {
                     Ok(Some(cmd)) => batch.push(cmd),
                     Ok(None) => break,
@@ -267,7 +276,15 @@ impl Server {
                     _ = entry.killed() => return,
                 }
             }
-            let mut close = self.run_batch(&mut conn, &mut link, batch, &mut out).await;
+            let authed_before = conn.authed;
+            let limit = self.cfg.client.output_buffer_bytes_max;
+            let mut replies = Replies::new(&mut stream, &mut out, limit, &entry, &mut stop);
+            let mut close = self
+                .run_batch(&mut conn, &mut link, batch, &mut replies)
+                .await;
+            if conn.authed && !authed_before {
+                parser.set_limits(self.cfg.client.limits);
+            }
             entry.sync(
                 conn.proto,
                 conn.name.as_ref(),
@@ -275,13 +292,30 @@ impl Server {
             );
             if let Some(e) = fatal {
                 tracing::debug!(conn = conn.id, error = %e, "closing a connection");
-                Reply::err(e).encode(&mut out);
+                let reply = if conn.authed {
+                    Reply::err(e)
+                } else {
+                    Reply::err(format_args!("{e} (unauthenticated)"))
+                };
+                replies.push(&reply, Proto::Resp2).await;
                 close = true;
             }
-            if stream.write_all(&out).await.is_err() {
-                return;
+            replies.flush().await;
+            match replies.closed() {
+                None => {}
+                Some(Closed::OverLimit(pending)) => {
+                    // Once per connection: it is closed now.
+                    tracing::warn!(
+                        conn = conn.id, %peer, pending, limit,
+                        "closing a client connection whose replies waiting to be sent would pass \
+                         client.output_buffer_bytes_max"
+                    );
+                    self.metrics.output_limit_disconnects.inc();
+                    let _ = stream.shutdown().await;
+                    return;
+                }
+                Some(Closed::Gone | Closed::Stopped) => return,
             }
-            out.clear();
             // A killed connection is closed once its batch is answered (`CLIENT KILL` of
             // itself gets its `+OK` first, as in Redis).
             if close || entry.is_killed() {
@@ -297,7 +331,7 @@ impl Server {
         conn: &mut Conn,
         link: &mut Link,
         batch: Vec<Vec<Bytes>>,
-        out: &mut BytesMut,
+        out: &mut Replies<'_>,
     ) -> bool {
         let mut writes = Vec::new();
         // The command index of each pending write, for its counters.
@@ -306,10 +340,15 @@ impl Server {
         self.commands_processed
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         for args in batch {
+            if out.closed().is_some() {
+                // Nobody will read the replies: the rest of the batch is not run.
+                return true;
+            }
             let ctx = Context {
                 requirepass: self.cfg.client.requirepass.as_deref(),
                 now_ms: now_ms(),
                 lease_reads: self.cfg.lease.enabled,
+                oom: self.cfg.maxmemory > 0 && self.kv.dataset_bytes() >= self.cfg.maxmemory,
             };
             let cmd = self.stats.index(&args[0]);
             link.entry.touch(cmd);
@@ -324,6 +363,9 @@ impl Server {
                 let cmds = std::mem::take(&mut write_cmds);
                 self.run_writes(link, conn.proto, std::mem::take(&mut writes), cmds, out)
                     .await;
+                if out.closed().is_some() {
+                    return true;
+                }
                 barrier_passed = false;
             }
             let reply = match plan {
@@ -335,12 +377,12 @@ impl Server {
                     } else {
                         Outcome::Ok
                     };
-                    r.encode_as(out, conn.proto);
+                    out.push(&r, conn.proto).await;
                     self.count(cmd, started, outcome);
                     continue;
                 }
                 Plan::Close(r) => {
-                    r.encode_as(out, conn.proto);
+                    out.push(&r, conn.proto).await;
                     self.count(cmd, started, Outcome::Ok);
                     return true;
                 }
@@ -369,7 +411,7 @@ impl Server {
                 Plan::Admin(op) => self.admin(conn, op).await,
                 Plan::Local(op) => self.local(conn, link, op).await,
             };
-            reply.encode_as(out, conn.proto);
+            out.push(&reply, conn.proto).await;
             self.count(cmd, started, outcome_of(&reply));
         }
         if !writes.is_empty() {
@@ -462,7 +504,7 @@ impl Server {
         proto: Proto,
         cmds: Vec<kv::Command>,
         names: Vec<Option<usize>>,
-        out: &mut BytesMut,
+        out: &mut Replies<'_>,
     ) {
         let started = std::time::Instant::now();
         // Stamped 0: the leader stamps every record with its clock when it proposes it (see
@@ -485,7 +527,7 @@ impl Server {
                     link.last_write.uncertain();
                     for _ in next..payloads.len() {
                         let r = self.write_reply(Err(WriteFailure::Timeout(timeout)));
-                        r.encode_as(out, proto);
+                        out.push(&r, proto).await;
                         outcomes.push(Outcome::Failed);
                     }
                     break;
@@ -512,10 +554,14 @@ impl Server {
                     Err(f) => Err(f),
                 };
                 let reply = self.write_reply(r);
-                reply.encode_as(out, proto);
+                out.push(&reply, proto).await;
                 outcomes.push(outcome_of(&reply));
             }
             next += settled;
+            if retry && out.closed().is_some() {
+                // Nobody reads the answers: the refused writes (nothing applied) are dropped.
+                break;
+            }
             if retry {
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_millis(200));

@@ -26,6 +26,7 @@ mod zset;
 
 use self::args::{expire, getex, option_expiry, scan, set};
 pub use self::table::command_names;
+pub use self::table::{adds_data, oom_error, OOM_MESSAGE};
 use self::table::{command, config, lookup};
 
 /// Most keys one connection may watch: the watches travel in the `EXEC` record.
@@ -50,6 +51,8 @@ pub struct Conn {
     pub multi_failed: bool,
     /// Argument bytes of the commands queued since `MULTI` (bounded, see `multi`).
     pub multi_bytes: usize,
+    /// Whether a command queued since `MULTI` adds data: `EXEC` is refused at `maxmemory`.
+    pub multi_denyoom: bool,
     /// `(key, applied offset when watched)` of every key watched since the last `EXEC`,
     /// `DISCARD` or `UNWATCH` (see `kv`'s "Versions and WATCH").
     pub watched: Vec<(Bytes, u64)>,
@@ -197,6 +200,9 @@ pub struct Context<'a> {
     pub now_ms: u64,
     /// Whether this node serves lease reads (`lease.enabled`).
     pub lease_reads: bool,
+    /// Whether the map's estimated size is at or above `maxmemory` (never without it):
+    /// commands that add data are refused with `-OOM` before they are proposed.
+    pub oom: bool,
 }
 
 fn lower(b: &[u8]) -> String {
@@ -336,6 +342,10 @@ pub fn plan(conn: &mut Conn, ctx: &Context<'_>, args: &[Bytes]) -> Plan {
     let n = args.len() as i64;
     if (arity >= 0 && n != arity) || (arity < 0 && n < -arity) {
         return Plan::Reply(wrong_args(&name));
+    }
+    // Before anything is proposed: a record in the log applies on every replica alike.
+    if ctx.oom && flags.contains(&"denyoom") {
+        return Plan::Reply(oom_error());
     }
     // The arity check above guarantees every argument indexed below exists.
     let a = &args[1..];

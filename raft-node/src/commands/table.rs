@@ -151,6 +151,20 @@ pub(super) fn lookup(name: &str) -> Option<(i64, &'static [&'static str])> {
     all().find(|c| c.0 == name).map(|c| (c.1, c.2))
 }
 
+/// The error of a command that adds data while the map is at `maxmemory`, Redis's text.
+pub const OOM_MESSAGE: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+/// The reply to a command that adds data while the map is at `maxmemory`.
+pub fn oom_error() -> Reply {
+    Reply::Error(OOM_MESSAGE.into())
+}
+
+/// Whether the command `name` (lower case) may add data (Redis's `denyoom` flag): refused
+/// while the map is at `maxmemory`.
+pub fn adds_data(name: &str) -> bool {
+    lookup(name).is_some_and(|(_, flags)| flags.contains(&"denyoom"))
+}
+
 pub(super) fn command_entry(c: &CommandSpec) -> Reply {
     Reply::Array(vec![
         Reply::bulk(c.0.to_string()),

@@ -12,6 +12,7 @@ fn run(conn: &mut Conn, pass: Option<&str>, line: &str) -> Plan {
         requirepass: pass,
         now_ms: 1_000,
         lease_reads: false,
+        oom: false,
     };
     plan(conn, &ctx, &args)
 }
@@ -26,6 +27,7 @@ fn conn(authed: bool) -> Conn {
         multi: None,
         multi_failed: false,
         multi_bytes: 0,
+        multi_denyoom: false,
         watched: Vec::new(),
     }
 }
@@ -396,6 +398,7 @@ fn wait_memory_and_config_get_are_planned_with_their_arguments() {
                 requirepass: None,
                 now_ms: 0,
                 lease_reads: false,
+                oom: false,
             },
             &[Bytes::from_static(b"MULTI")],
         );
@@ -407,6 +410,7 @@ fn wait_memory_and_config_get_are_planned_with_their_arguments() {
             requirepass: None,
             now_ms: 0,
             lease_reads: false,
+            oom: false,
         };
         assert!(
             matches!(

@@ -124,6 +124,7 @@ impl FileConfig {
                     .map_or(ExpiryOptions::CLOCK_JUMP_MAX_DEFAULT, Duration::from_millis),
             },
             client: self.client.check(|p| self.path(p))?,
+            maxmemory: self.maxmemory.unwrap_or(0),
         };
         if cfg.client.read_mode == ReadMode::Lease && !cfg.lease.enabled {
             return Err(bad(
@@ -278,6 +279,25 @@ impl ClientSection {
                 )?,
             },
             connections_max: positive("connections_max", self.connections_max, 10_000)?,
+            output_buffer_bytes_max: match self.output_buffer_bytes_max {
+                None => ClientOptions::OUTPUT_BUFFER_BYTES_DEFAULT,
+                Some(n) if n > 0 && n < ClientOptions::OUTPUT_BUFFER_BYTES_MIN => {
+                    return Err(bad(
+                        "client.output_buffer_bytes_max",
+                        format!(
+                            "{n} is below {} bytes (0: no limit); ordinary replies would close \
+                             connections",
+                            ClientOptions::OUTPUT_BUFFER_BYTES_MIN
+                        ),
+                    ))
+                }
+                Some(n) => n,
+            },
+            unauthenticated_request_bytes_max: positive(
+                "unauthenticated_request_bytes_max",
+                self.unauthenticated_request_bytes_max,
+                ClientOptions::UNAUTHENTICATED_REQUEST_BYTES_DEFAULT,
+            )?,
         })
     }
 }

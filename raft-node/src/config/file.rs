@@ -16,6 +16,7 @@ pub struct FileConfig {
     pub(super) data_dir: Option<PathBuf>,
     pub(super) storage: Option<String>,
     pub(super) log: Option<String>,
+    pub(super) maxmemory: Option<u64>,
     #[serde(default)]
     pub(super) listen: ListenSection,
     #[serde(default)]
@@ -104,6 +105,8 @@ pub(super) struct ClientSection {
     pub(super) inline_bytes_max: Option<usize>,
     pub(super) request_bytes_max: Option<usize>,
     pub(super) connections_max: Option<usize>,
+    pub(super) unauthenticated_request_bytes_max: Option<usize>,
+    pub(super) output_buffer_bytes_max: Option<usize>,
     pub(super) tls_cert: Option<PathBuf>,
     pub(super) tls_key: Option<PathBuf>,
     pub(super) tls_ca: Option<PathBuf>,

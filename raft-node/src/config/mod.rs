@@ -14,6 +14,8 @@
 //! data_dir = "data/node1"
 //! storage = "fjall"           # or "redb"
 //! log = "info"                # tracing filter; RUST_LOG wins when set
+//! maxmemory = 0               # the map's estimated bytes where writes that add data stop
+//!                             # (0: no limit)
 //!
 //! [listen]
 //! peer = "127.0.0.1:7101"     # QUIC (UDP); defaults to this replica's voter entry
@@ -60,6 +62,8 @@
 //! inline_bytes_max = 65536
 //! request_bytes_max = 1048576
 //! connections_max = 10000
+//! unauthenticated_request_bytes_max = 4096 # one request's bytes before AUTH (with a password)
+//! output_buffer_bytes_max = 67108864 # replies waiting for one client (0: no limit)
 //! tls_cert = "certs/client.pem" # TLS on the client port (with tls_key); off when unset
 //! tls_key = "certs/client.key"
 //! tls_ca = "certs/clients-ca.pem" # optional: require client certificates signed by this CA
@@ -296,6 +300,35 @@ pub struct ClientOptions {
     pub limits: Limits,
     /// Most client connections at once.
     pub connections_max: usize,
+    /// With a password: most bytes of one request (its arguments together, or its inline
+    /// line) before `AUTH` succeeds; at most [`Limits::UNAUTHENTICATED_ARGS_MAX`] arguments.
+    pub unauthenticated_request_bytes_max: usize,
+    /// Most bytes of replies waiting for one client before its connection is closed (0: no
+    /// limit); see `replies`.
+    pub output_buffer_bytes_max: usize,
+}
+
+impl ClientOptions {
+    /// The default of `client.unauthenticated_request_bytes_max`.
+    pub const UNAUTHENTICATED_REQUEST_BYTES_DEFAULT: usize = 4096;
+
+    /// The default of `client.output_buffer_bytes_max`: 64 MiB.
+    pub const OUTPUT_BUFFER_BYTES_DEFAULT: usize = 64 << 20;
+
+    /// The smallest nonzero `client.output_buffer_bytes_max`: below it ordinary replies
+    /// would close connections.
+    pub const OUTPUT_BUFFER_BYTES_MIN: usize = 1024;
+
+    /// The request limits of a connection: its own once authenticated (or without a
+    /// password), narrower before.
+    pub fn limits_for(&self, authed: bool) -> Limits {
+        if authed {
+            self.limits
+        } else {
+            self.limits
+                .unauthenticated(self.unauthenticated_request_bytes_max)
+        }
+    }
 }
 
 /// A checked configuration: everything a node needs to start.
@@ -333,6 +366,9 @@ pub struct NodeConfig {
     pub expiry: ExpiryOptions,
     /// Client options.
     pub client: ClientOptions,
+    /// The map's estimated bytes at or above which commands that add data are refused with
+    /// `-OOM` (0: no limit), as Redis's `maxmemory` with `noeviction`.
+    pub maxmemory: u64,
 }
 
 impl NodeConfig {

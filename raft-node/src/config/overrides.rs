@@ -57,6 +57,16 @@ pub struct Overrides {
     /// The client password (as Redis's requirepass).
     #[arg(long, env = "RAFT_NODE_REQUIREPASS", hide_env_values = true)]
     pub requirepass: Option<String>,
+    /// With a password: most bytes of one request before AUTH succeeds.
+    #[arg(long, env = "RAFT_NODE_UNAUTHENTICATED_REQUEST_BYTES_MAX")]
+    pub unauthenticated_request_bytes_max: Option<usize>,
+    /// Most bytes of replies waiting for one client before it is disconnected (0: no limit).
+    #[arg(long, env = "RAFT_NODE_OUTPUT_BUFFER_BYTES_MAX")]
+    pub output_buffer_bytes_max: Option<usize>,
+    /// The map's estimated bytes at which writes that add data are refused with -OOM (0: no
+    /// limit).
+    #[arg(long, env = "RAFT_NODE_MAXMEMORY")]
+    pub maxmemory: Option<u64>,
     /// The tracing filter (RUST_LOG wins when set).
     #[arg(long, env = "RAFT_NODE_LOG")]
     pub log: Option<String>,
@@ -74,10 +84,19 @@ impl FileConfig {
         set(&mut self.replica_id, &o.replica_id);
         set(&mut self.storage, &o.storage);
         set(&mut self.log, &o.log);
+        set(&mut self.maxmemory, &o.maxmemory);
         set(&mut self.listen.peer, &o.listen_peer);
         set(&mut self.listen.client, &o.listen_client);
         set(&mut self.listen.metrics, &o.listen_metrics);
         set(&mut self.client.requirepass, &o.requirepass);
+        set(
+            &mut self.client.unauthenticated_request_bytes_max,
+            &o.unauthenticated_request_bytes_max,
+        );
+        set(
+            &mut self.client.output_buffer_bytes_max,
+            &o.output_buffer_bytes_max,
+        );
         // Paths given as flags are relative to the working directory: made absolute here so
         // that resolving against the file's directory leaves them alone.
         let cwd = std::env::current_dir().unwrap_or_default();

@@ -196,3 +196,70 @@ fn client_tls_needs_a_certificate_and_a_key() {
         None
     );
 }
+
+#[test]
+fn unauthenticated_requests_are_bounded_by_default_and_settable() {
+    let cfg = FileConfig::parse(GOOD).unwrap().check().unwrap();
+    assert_eq!(cfg.client.unauthenticated_request_bytes_max, 4096);
+    let before = cfg.client.limits_for(false);
+    assert_eq!(before.request_bytes_max, 4096);
+    assert_eq!(before.bulk_bytes_max, 4096);
+    assert_eq!(before.inline_bytes_max, 4096);
+    assert_eq!(before.array_len_max, 10);
+    assert_eq!(cfg.client.limits_for(true), cfg.client.limits);
+    assert_eq!(
+        field_of(&format!(
+            "{GOOD}\n[client]\nunauthenticated_request_bytes_max = 0\n"
+        )),
+        "client.unauthenticated_request_bytes_max"
+    );
+    let mut f = FileConfig::parse(GOOD).unwrap();
+    f.apply(&Overrides {
+        unauthenticated_request_bytes_max: Some(100),
+        ..Overrides::default()
+    })
+    .unwrap();
+    let cfg = f.check().unwrap();
+    assert_eq!(cfg.client.limits_for(false).request_bytes_max, 100);
+}
+
+#[test]
+fn the_output_buffer_limit_has_a_default_and_a_floor() {
+    let cfg = FileConfig::parse(GOOD).unwrap().check().unwrap();
+    assert_eq!(cfg.client.output_buffer_bytes_max, 64 << 20);
+    let with = |v: &str| format!("{GOOD}\n[client]\noutput_buffer_bytes_max = {v}\n");
+    let off = FileConfig::parse(&with("0")).unwrap().check().unwrap();
+    assert_eq!(
+        off.client.output_buffer_bytes_max, 0,
+        "0: no limit, as in Redis"
+    );
+    assert_eq!(field_of(&with("100")), "client.output_buffer_bytes_max");
+    let mut f = FileConfig::parse(GOOD).unwrap();
+    f.apply(&Overrides {
+        output_buffer_bytes_max: Some(1 << 20),
+        ..Overrides::default()
+    })
+    .unwrap();
+    assert_eq!(f.check().unwrap().client.output_buffer_bytes_max, 1 << 20);
+}
+
+#[test]
+fn maxmemory_is_off_by_default_and_settable_in_the_file_and_by_flag() {
+    assert_eq!(
+        FileConfig::parse(GOOD).unwrap().check().unwrap().maxmemory,
+        0
+    );
+    let cfg = FileConfig::parse(&format!("maxmemory = 1000000\n{GOOD}"))
+        .unwrap()
+        .check()
+        .unwrap();
+    assert_eq!(cfg.maxmemory, 1_000_000);
+    assert_eq!(field_of(&format!("maxmemory = -1\n{GOOD}")), "maxmemory");
+    let mut f = FileConfig::parse(GOOD).unwrap();
+    f.apply(&Overrides {
+        maxmemory: Some(5),
+        ..Overrides::default()
+    })
+    .unwrap();
+    assert_eq!(f.check().unwrap().maxmemory, 5);
+}

@@ -7,13 +7,21 @@
 //! keys and values are reference-counted and collections are shared the same way. So a
 //! snapshot costs at most one copy of the table's slots, spread over the writes that follow
 //! it, instead of the whole encoded state in one buffer while writes wait.
+//!
+//! The table also keeps the sum of its keys' `MEMORY USAGE` estimates ([`KeyTable::bytes`]):
+//! every insert and removal adds or subtracts the key's estimate, and a change through
+//! [`KeyTable::get_mut`] replaces the key's estimate before it with the one after when its
+//! [`EntryMut`] is dropped. Each estimate measures at most a few elements of a collection
+//! (`memory::SAMPLES`), so keeping the sum costs little per write.
 
 use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use bytes::Bytes;
 
 use super::keyspace::scan_hash;
+use super::memory::{usage, SAMPLES};
 use super::store::Entry;
 
 /// Shards of the table: enough that copying one after a capture is quick (about 4,000 keys
@@ -32,6 +40,8 @@ pub(super) type Captured = Vec<Arc<Shard>>;
 pub(super) struct KeyTable {
     shards: Vec<Arc<Shard>>,
     len: usize,
+    /// The sum of every key's estimate (see the module documentation).
+    bytes: u64,
 }
 
 impl Default for KeyTable {
@@ -39,8 +49,43 @@ impl Default for KeyTable {
         KeyTable {
             shards: (0..SHARDS).map(|_| Arc::default()).collect(),
             len: 0,
+            bytes: 0,
         }
     }
+}
+
+/// A key's entry being changed: when dropped, the table's total takes the entry's new
+/// estimate in place of its old one.
+pub(super) struct EntryMut<'a> {
+    key_len: usize,
+    entry: &'a mut Entry,
+    bytes: &'a mut u64,
+    before: u64,
+}
+
+impl Deref for EntryMut<'_> {
+    type Target = Entry;
+    fn deref(&self) -> &Entry {
+        self.entry
+    }
+}
+
+impl DerefMut for EntryMut<'_> {
+    fn deref_mut(&mut self) -> &mut Entry {
+        self.entry
+    }
+}
+
+impl Drop for EntryMut<'_> {
+    fn drop(&mut self) {
+        let after = estimate(self.key_len, self.entry);
+        *self.bytes = self.bytes.saturating_sub(self.before).saturating_add(after);
+    }
+}
+
+/// The estimate of a key of `key_len` bytes holding `entry`, as the total counts it.
+fn estimate(key_len: usize, entry: &Entry) -> u64 {
+    usage(key_len, entry, SAMPLES)
 }
 
 /// The shard `key` lives in.
@@ -65,21 +110,33 @@ impl KeyTable {
         self.shards[shard_of(key)].contains_key(key)
     }
 
-    /// The entry of `key`, to change it (copying its shard if a capture still shares it).
-    pub(super) fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
+    /// The entry of `key`, to change it (copying its shard if a capture still shares it); the
+    /// total follows the change when the guard is dropped.
+    pub(super) fn get_mut(&mut self, key: &[u8]) -> Option<EntryMut<'_>> {
         let shard = &mut self.shards[shard_of(key)];
         if !shard.contains_key(key) {
             return None;
         }
-        Arc::make_mut(shard).get_mut(key)
+        let entry = Arc::make_mut(shard).get_mut(key)?;
+        let before = estimate(key.len(), entry);
+        Some(EntryMut {
+            key_len: key.len(),
+            entry,
+            bytes: &mut self.bytes,
+            before,
+        })
     }
 
     /// Sets `key` to `entry`; returns the entry it replaced.
     pub(super) fn insert(&mut self, key: Bytes, entry: Entry) -> Option<Entry> {
+        let key_len = key.len();
+        let added = estimate(key_len, &entry);
         let old = Arc::make_mut(&mut self.shards[shard_of(&key)]).insert(key, entry);
-        if old.is_none() {
-            self.len += 1;
+        match &old {
+            None => self.len += 1,
+            Some(o) => self.bytes = self.bytes.saturating_sub(estimate(key_len, o)),
         }
+        self.bytes = self.bytes.saturating_add(added);
         old
     }
 
@@ -90,8 +147,17 @@ impl KeyTable {
             return None;
         }
         let old = Arc::make_mut(shard).remove(key);
-        self.len -= usize::from(old.is_some());
+        if let Some(o) = &old {
+            self.len -= 1;
+            self.bytes = self.bytes.saturating_sub(estimate(key.len(), o));
+        }
         old
+    }
+
+    /// The sum of every key's estimate (`MEMORY USAGE` at its default samples): the dataset's
+    /// estimated size.
+    pub(super) fn bytes(&self) -> u64 {
+        self.bytes
     }
 
     /// Removes every key (a capture keeps what it holds).

@@ -7,6 +7,10 @@
 //! counted, and bytes shared with a buffer the request arrived in count only for the part the
 //! key refers to. For collections longer than `samples` (not 0), the first `samples` elements
 //! are measured and the rest assumed alike, as Redis samples.
+//!
+//! The key table keeps the sum of every key's estimate at [`SAMPLES`] samples up to date as
+//! keys change (see `key_table`): the dataset's estimated size, which `maxmemory` is compared
+//! with.
 
 use std::mem::size_of;
 
@@ -19,10 +23,14 @@ use super::zset::Score;
 /// and stored hash, or an ordered index's share of a node.
 const INDEX_SLOT: usize = 16;
 
+/// The samples of the running total of the key table: `MEMORY USAGE`'s default, so that
+/// changing a key costs a few elements' measure however large its collection.
+pub(super) const SAMPLES: usize = 5;
+
 /// The estimated bytes of `key` holding `entry`, measuring at most `samples` elements of a
 /// collection (0: all of them).
-pub(super) fn usage(key: &Bytes, entry: &Entry, samples: usize) -> u64 {
-    let mut n = size_of::<(Bytes, Entry)>() + 1 + key.len();
+pub(super) fn usage(key_len: usize, entry: &Entry, samples: usize) -> u64 {
+    let mut n = size_of::<(Bytes, Entry)>() + 1 + key_len;
     if entry.expire_at_ms.is_some() {
         n += size_of::<(u64, Bytes)>() + INDEX_SLOT;
     }
@@ -87,16 +95,20 @@ mod tests {
     #[test]
     fn a_string_counts_its_key_and_value_bytes() {
         let key = Bytes::from_static(b"key");
-        let small = usage(&key, &entry(Value::Str(Bytes::from(vec![0; 10])), None), 5);
+        let small = usage(
+            key.len(),
+            &entry(Value::Str(Bytes::from(vec![0; 10])), None),
+            5,
+        );
         let large = usage(
-            &key,
+            key.len(),
             &entry(Value::Str(Bytes::from(vec![0; 1010])), None),
             5,
         );
         assert_eq!(large - small, 1000);
         assert!(small > 13, "the entry itself counts too");
         let expiring = usage(
-            &key,
+            key.len(),
             &entry(Value::Str(Bytes::from(vec![0; 10])), Some(9)),
             5,
         );
@@ -110,12 +122,12 @@ mod tests {
             let l: List = (0..n).map(|_| Bytes::from(vec![0; 100])).collect();
             entry(Value::List(Arc::new(l)), None)
         };
-        let one = usage(&key, &list(1), 0);
-        let ten = usage(&key, &list(10), 0);
+        let one = usage(key.len(), &list(1), 0);
+        let ten = usage(key.len(), &list(10), 0);
         let per = (100 + size_of::<Bytes>()) as u64;
         assert_eq!(ten - one, 9 * per);
         assert_eq!(
-            usage(&key, &list(10), 3),
+            usage(key.len(), &list(10), 3),
             ten,
             "alike elements: the sample is exact"
         );
@@ -123,7 +135,7 @@ mod tests {
         mixed.push_front(Bytes::from(vec![0; 1000]));
         let mixed = entry(Value::List(Arc::new(mixed)), None);
         assert!(
-            usage(&key, &mixed, 1) > usage(&key, &mixed, 0),
+            usage(key.len(), &mixed, 1) > usage(key.len(), &mixed, 0),
             "a sample extrapolates from the elements it saw"
         );
     }

@@ -60,6 +60,7 @@ mod zset;
 #[cfg(test)]
 mod tests;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -90,6 +91,9 @@ pub struct Kv {
     /// map's lock, which a long read may hold, because the driver's task reads it for every
     /// record the leader proposes.
     clock: Mutex<(u64, Option<std::time::Instant>)>,
+    /// The key table's estimated size after the last apply or restore (see `memory`), read
+    /// without the map's lock by every write a client sends while `maxmemory` is set.
+    dataset_bytes: AtomicU64,
 }
 
 impl Kv {
@@ -162,7 +166,13 @@ impl Kv {
         let s = self.lock();
         let (k, _) = s.map.get_key_value(key)?;
         let entry = s.live(key)?;
-        Some(memory::usage(k, entry, samples))
+        Some(memory::usage(k.len(), entry, samples))
+    }
+
+    /// The estimated bytes of the whole map: the sum of every key's `MEMORY USAGE` estimate
+    /// (at its default samples) as of the last record applied, kept up to date as keys change.
+    pub fn dataset_bytes(&self) -> u64 {
+        self.dataset_bytes.load(Ordering::Relaxed)
     }
 
     /// Live keys.
@@ -261,6 +271,7 @@ impl StateMachine for Kv {
         if s.clock_ms != clock_before {
             self.publish_clock(s.clock_ms);
         }
+        self.dataset_bytes.store(s.map.bytes(), Ordering::Relaxed);
         Ok(())
     }
 
@@ -284,6 +295,8 @@ impl StateMachine for Kv {
                     reason: format!("bad snapshot: {}", e.0),
                 })?;
         let clock = store.clock_ms;
+        self.dataset_bytes
+            .store(store.map.bytes(), Ordering::Relaxed);
         *self.lock() = store;
         self.publish_clock(clock);
         Ok(())

@@ -207,7 +207,7 @@ impl Store {
             self.map.insert(key.clone(), entry);
         }
         let offset = self.offset;
-        let Some(entry) = self.map.get_mut(key) else {
+        let Some(mut entry) = self.map.get_mut(key) else {
             return Ok(None);
         };
         let Some(c) = C::of_mut(&mut entry.value) else {
@@ -218,6 +218,8 @@ impl Store {
         if changed {
             entry.version = offset;
         }
+        // The key table's total takes the changed estimate here.
+        drop(entry);
         if empty && created {
             // Created for nothing: it never existed, so no removal to remember.
             self.map.remove(key);
@@ -270,7 +272,7 @@ impl Store {
             return;
         }
         let offset = self.offset;
-        let Some(entry) = self.map.get_mut(key) else {
+        let Some(mut entry) = self.map.get_mut(key) else {
             return;
         };
         if let Some(old) = entry.expire_at_ms {

@@ -7,6 +7,7 @@ mod clock;
 mod failover;
 mod harness;
 mod introspection;
+mod limits;
 mod membership;
 mod metrics;
 mod tls;

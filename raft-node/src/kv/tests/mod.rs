@@ -2,6 +2,7 @@
 //! typed families (`families`), snapshots (`snapshot`) and WATCH (`watch`), driven through
 //! the request planner like a client (`Replica`).
 
+mod dataset;
 mod families;
 mod golden;
 mod replay;
@@ -42,6 +43,7 @@ impl Replica {
                 multi: None,
                 multi_failed: false,
                 multi_bytes: 0,
+                multi_denyoom: false,
                 watched: Vec::new(),
             },
             now_ms: 1_000,
@@ -67,6 +69,7 @@ impl Replica {
             requirepass: None,
             now_ms: self.now_ms,
             lease_reads: false,
+            oom: false,
         };
         let reply = match crate::multi::plan(&mut self.conn, &ctx, &args) {
             Plan::Write(cmd) => Reply::Raw(self.apply(&cmd)),

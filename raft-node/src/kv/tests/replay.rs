@@ -169,6 +169,7 @@ fn a_version_2_log_replays_to_the_same_state() {
         requirepass: None,
         now_ms: 0,
         lease_reads: false,
+        oom: false,
     };
     let mut got = replies.iter();
     for line in lines.lines() {

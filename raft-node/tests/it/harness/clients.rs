@@ -90,6 +90,21 @@ impl Client {
         cmds.iter().map(|_| self.read_value().unwrap()).collect()
     }
 
+    /// Sends every command in one write and reads nothing.
+    pub fn send_pipeline(&mut self, cmds: &[Vec<String>]) {
+        let mut out = Vec::new();
+        for c in cmds {
+            let args: Vec<&str> = c.iter().map(String::as_str).collect();
+            Self::encode(&mut out, &args);
+        }
+        self.writer.write_all(&out).unwrap();
+    }
+
+    /// Reads the next reply.
+    pub fn read_reply(&mut self) -> std::io::Result<Value> {
+        self.read_value()
+    }
+
     fn read_value(&mut self) -> std::io::Result<Value> {
         read_value(&mut self.reader)
     }
