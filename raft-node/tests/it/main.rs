@@ -180,6 +180,8 @@ fn lease_reads_see_the_latest_write_when_enabled() {
 fn expire_and_persist_through_any_node_agree_on_every_replica() {
     let cluster = Cluster::start(3, "");
     let leader = cluster.wait_for_leader();
+    // TRYAGAIN through a follower right after the election is the truth, not what is tested.
+    cluster.wait_for_writes_everywhere();
     let followers: Vec<u32> = cluster.ids().into_iter().filter(|i| *i != leader).collect();
     let mut clients: Vec<_> = cluster
         .ids()
