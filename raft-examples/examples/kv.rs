@@ -1,4 +1,4 @@
-//! A replicated key-value store of your own, in three processes: the program to copy when you
+//! A replicated key-value store of your own, in four processes: the program to copy when you
 //! start. Each process is one replica (`node`): a `raft_core::driver::Node` over QUIC with
 //! mutual TLS (`raft-transport-quic`) and fjall (or redb with `--storage redb`), with a state
 //! machine that is a `BTreeMap` and snapshots itself every 200 records.
@@ -43,7 +43,7 @@ const MACHINES: [u32; 4] = [1, 2, 3, 4];
 const WAIT: Duration = Duration::from_secs(60);
 
 #[derive(Parser)]
-#[command(about = "A replicated key-value store in three processes")]
+#[command(about = "A replicated key-value store in four processes")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
