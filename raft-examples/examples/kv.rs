@@ -185,7 +185,12 @@ fn addr(base_port: u16, id: ReplicaId) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], base_port + id.0 as u16 - 1))
 }
 
-/// Every machine's directory id, made once by `local` (a machine's storage identity).
+/// Every machine's directory id, made once by `local` (a machine's storage identity): the
+/// founders' ids go into the founding voter set, so the operator makes them before starting
+/// any machine. Here one file holds them all, since one operator runs every machine on one host
+/// and empties the whole directory first; a deployment keeps each id in a file inside its
+/// machine's data directory, made (at random, never zero) with it, so that a wiped directory
+/// comes back with a new id.
 fn directories(dir: &Path) -> Result<BTreeMap<ReplicaId, DirectoryId>> {
     let path = dir.join("directories");
     if !path.exists() {
