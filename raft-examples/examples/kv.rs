@@ -78,6 +78,10 @@ enum Command {
         storage: Storage,
         #[arg(long)]
         base_port: u16,
+        /// Formats this machine's storage as a founder first: given once, by the operator, at a
+        /// founder's first start; refused if the storage was formatted or holds data.
+        #[arg(long)]
+        format: bool,
     },
 }
 
@@ -104,7 +108,8 @@ fn main() -> Result<()> {
             dir,
             storage,
             base_port,
-        } => runtime.block_on(node(ReplicaId(id), &dir, storage, base_port)),
+            format,
+        } => runtime.block_on(node(ReplicaId(id), &dir, storage, base_port, format)),
     }
 }
 
@@ -214,7 +219,13 @@ fn directories(dir: &Path) -> Result<BTreeMap<ReplicaId, DirectoryId>> {
     Ok(out)
 }
 
-async fn node(id: ReplicaId, dir: &Path, storage: Storage, base_port: u16) -> Result<()> {
+async fn node(
+    id: ReplicaId,
+    dir: &Path,
+    storage: Storage,
+    base_port: u16,
+    founder: bool,
+) -> Result<()> {
     let directories = directories(dir)?;
     let tls_dir = dir.join("tls");
     let read = |name: String| std::fs::read_to_string(tls_dir.join(name));
@@ -252,15 +263,15 @@ async fn node(id: ReplicaId, dir: &Path, storage: Storage, base_port: u16) -> Re
         }
     };
     // The founders' storage is formatted once with the founding voter set, each voter keyed by
-    // its directory id. Any other machine starts unformatted: an observer until it is added.
+    // its directory id, when the operator says so (`--format`, at a founder's first start).
+    // Never because the storage looks empty at a start: a founder whose disk was wiped would
+    // format itself again and count as the voter whose records it lost. Any other machine, and
+    // a founder restarted on an emptied disk, starts unformatted: an observer until it is added.
     let mut cfg = Config::new(id, FOUNDERS.map(ReplicaId));
     cfg.directory = Some(directories[&id]);
     cfg.snapshot_after_records = 200;
     cfg.snapshot_log_retention = 50;
-    let fresh = raft_core::io::SnapshotStore::latest(&*snapshots)
-        .await?
-        .is_none();
-    if fresh && FOUNDERS.contains(&id.0) {
+    if founder {
         let founding = VoterSet::from_entries(FOUNDERS.map(|f| {
             let voter = Voter {
                 directory: Some(directories[&ReplicaId(f)]),
@@ -394,7 +405,15 @@ struct Machine {
 }
 
 impl Machine {
-    fn start(exe: &Path, id: u32, dir: &Path, storage: Storage, base_port: u16) -> Result<Machine> {
+    /// Starts machine `id`; `format`: as a founder, formatting its storage first.
+    fn start(
+        exe: &Path,
+        id: u32,
+        dir: &Path,
+        storage: Storage,
+        base_port: u16,
+        format: bool,
+    ) -> Result<Machine> {
         let storage = match storage {
             Storage::Fjall => "fjall",
             Storage::Redb => "redb",
@@ -404,6 +423,7 @@ impl Machine {
             .args(["--base-port", &base_port.to_string()])
             .arg("--dir")
             .arg(dir)
+            .args(format.then_some("--format"))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .kill_on_drop(true)
@@ -472,7 +492,7 @@ async fn local(storage: Storage, dir: &Path, base_port: u16) -> Result<()> {
     let exe = std::env::current_exe()?;
     let mut machines: BTreeMap<u32, Machine> = BTreeMap::new();
     for m in FOUNDERS {
-        machines.insert(m, Machine::start(&exe, m, dir, storage, base_port)?);
+        machines.insert(m, Machine::start(&exe, m, dir, storage, base_port, true)?);
     }
     let first = leader_is(machines.get_mut(&1).expect("machine 1"), None).await?;
     println!("machines 1-3 started; machine {first} leads");
@@ -504,7 +524,7 @@ async fn local(storage: Storage, dir: &Path, base_port: u16) -> Result<()> {
 
     // Replace voter 3 by machine 4: start it (an observer that catches up, through a
     // snapshot since the log was purged), remove 3, stop it, add 4.
-    machines.insert(4, Machine::start(&exe, 4, dir, storage, base_port)?);
+    machines.insert(4, Machine::start(&exe, 4, dir, storage, base_port, false)?);
     let ask_leader = |machines: &mut BTreeMap<u32, Machine>| machines.remove(&l).expect("leader");
     let mut lm = ask_leader(&mut machines);
     lm.ask("remove-voter 3").await?;
