@@ -151,7 +151,8 @@ impl StateMachine for Kv {
     }
 
     async fn snapshot(&self) -> Result<Box<dyn SnapshotReader>, StateMachineError> {
-        // Small state: serialized at once. A large one would stream from a cheap capture.
+        // Small state: serialized at once. A large one streams from a cheap capture, as the
+        // list in `list.rs` does.
         let map = self.map.lock().expect("kv lock");
         let text: String = map.iter().map(|(k, v)| format!("{k}\t{v}\n")).collect();
         Ok(Box::new(BytesReader::new(Bytes::from(text))))
