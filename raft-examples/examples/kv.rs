@@ -346,7 +346,7 @@ async fn command(
             let k = words.get(1).context("a key")?;
             // Linearizable on any replica: the state machine has applied every write that was
             // acknowledged before this read began.
-            node.read(ReadMode::Linearizable).await?;
+            read(node).await?;
             let map = kv.map.lock().expect("kv lock");
             Ok(map.get(*k).cloned().unwrap_or_else(|| "(nil)".into()))
         }
@@ -392,6 +392,22 @@ async fn command(
             Ok(c.id.offset.0.to_string())
         }
         _ => bail!("unknown command {line:?}"),
+    }
+}
+
+/// A linearizable read barrier, retried within a bound: every `ReadError` is retriable (no leader
+/// known yet, mid-election, a time-out).
+async fn read(node: &Node) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        match node.read(ReadMode::Linearizable).await {
+            Ok(_) => return Ok(()),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::info!(error = %e, "read not served yet");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => bail!("{e}"),
+        }
     }
 }
 
