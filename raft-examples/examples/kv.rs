@@ -121,6 +121,8 @@ fn main() -> Result<()> {
 #[derive(Default)]
 struct Kv {
     map: Mutex<BTreeMap<String, String>>,
+    /// Beside the map rather than under its lock: the driver calls `apply`, `snapshot` and
+    /// `restore` one at a time, never together, so the two agree whenever `snapshot` runs.
     applied: AtomicU64,
 }
 
