@@ -744,3 +744,67 @@ async fn local(storage: Storage, dir: &Path, base_port: u16) -> Result<()> {
     }
     Ok(())
 }
+
+/// `cargo test -p raft-examples --example list`: the snapshot round-trips whatever the chunks'
+/// boundaries, and a damaged one leaves the list as it was.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader of `data` cut into pieces of `size` bytes, as a store or a network may cut it.
+    fn recut(data: &[u8], size: usize) -> raft_core::snapshot_stream::BytesReader {
+        raft_core::snapshot_stream::BytesReader::with_chunk_size(Bytes::copy_from_slice(data), size)
+    }
+
+    async fn list_of(n: usize) -> List {
+        let list = List::default();
+        let records: Vec<Record> = (0..n)
+            .map(|i| {
+                let mut payload = vec![RECORD_V1];
+                payload.extend_from_slice(format!("entry-{i}").as_bytes());
+                Record {
+                    offset: Offset(i as u64),
+                    epoch: raft_core::Epoch(1),
+                    kind: RecordKind::Data,
+                    payload: Bytes::from(payload),
+                }
+            })
+            .collect();
+        list.apply(&records, &mut Vec::new()).await.unwrap();
+        list
+    }
+
+    async fn serialized(list: &List) -> (Vec<u8>, usize) {
+        let mut reader = list.snapshot().await.unwrap();
+        let (mut bytes, mut chunks) = (Vec::new(), 0);
+        while let Some(chunk) = reader.next_chunk().await.unwrap() {
+            bytes.extend_from_slice(&chunk);
+            chunks += 1;
+        }
+        (bytes, chunks)
+    }
+
+    #[tokio::test]
+    async fn round_trips_in_any_chunks_and_keeps_the_old_list_on_damage() {
+        let list = list_of(2000).await;
+        let (bytes, chunks) = serialized(&list).await;
+        assert!(chunks > 3, "{chunks} chunks: the snapshot streams");
+        for size in [1, 7, 4096, bytes.len()] {
+            let copy = List::default();
+            copy.restore(Offset(2000), &mut recut(&bytes, size))
+                .await
+                .unwrap();
+            assert_eq!(copy.range(0, usize::MAX), list.range(0, usize::MAX));
+            assert_eq!(copy.applied().await, Offset(2000));
+        }
+        let copy = list_of(3).await;
+        for damaged in [&bytes[..bytes.len() - 1], &bytes[1..]] {
+            assert!(copy
+                .restore(Offset(2000), &mut recut(damaged, 100))
+                .await
+                .is_err());
+            assert_eq!(copy.range(0, 10).1, 3);
+            assert_eq!(copy.applied().await, Offset(3));
+        }
+    }
+}
