@@ -272,11 +272,14 @@ pub trait Transport: Send + Sync + 'static {
 }
 
 /// A failure of the user's state machine. Applying is not allowed to fail for a valid record, so
-/// this stops the driver: the replica would otherwise diverge from the others.
+/// this stops the driver: the replica would otherwise diverge from the others. So does a failed
+/// [`StateMachine::snapshot`], a failed read of the reader it returned, and a failed
+/// [`StateMachine::restore`]: [`crate::driver::Node::stopped`] then says why.
 #[derive(Debug, thiserror::Error)]
 #[error("state machine failed at offset {offset}: {reason}")]
 pub struct StateMachineError {
-    /// The record that could not be applied.
+    /// The record that could not be applied; from `snapshot` or `restore`, the offset the
+    /// snapshot covers up to (`restore`'s `applied`).
     pub offset: Offset,
     /// Why.
     pub reason: String,

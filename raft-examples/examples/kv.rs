@@ -1,4 +1,4 @@
-//! A replicated key-value store of your own, in three processes: the program to copy when you
+//! A replicated key-value store of your own, in four processes: the program to copy when you
 //! start. Each process is one replica (`node`): a `raft_core::driver::Node` over QUIC with
 //! mutual TLS (`raft-transport-quic`) and fjall (or redb with `--storage redb`), with a state
 //! machine that is a `BTreeMap` and snapshots itself every 200 records.
@@ -43,7 +43,7 @@ const MACHINES: [u32; 4] = [1, 2, 3, 4];
 const WAIT: Duration = Duration::from_secs(60);
 
 #[derive(Parser)]
-#[command(about = "A replicated key-value store in three processes")]
+#[command(about = "A replicated key-value store in four processes")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -78,6 +78,10 @@ enum Command {
         storage: Storage,
         #[arg(long)]
         base_port: u16,
+        /// Formats this machine's storage as a founder first: given once, by the operator, at a
+        /// founder's first start; refused if the storage was formatted or holds data.
+        #[arg(long)]
+        format: bool,
     },
 }
 
@@ -104,7 +108,8 @@ fn main() -> Result<()> {
             dir,
             storage,
             base_port,
-        } => runtime.block_on(node(ReplicaId(id), &dir, storage, base_port)),
+            format,
+        } => runtime.block_on(node(ReplicaId(id), &dir, storage, base_port, format)),
     }
 }
 
@@ -116,6 +121,8 @@ fn main() -> Result<()> {
 #[derive(Default)]
 struct Kv {
     map: Mutex<BTreeMap<String, String>>,
+    /// Beside the map rather than under its lock: the driver calls `apply`, `snapshot` and
+    /// `restore` one at a time, never together, so the two agree whenever `snapshot` runs.
     applied: AtomicU64,
 }
 
@@ -146,7 +153,8 @@ impl StateMachine for Kv {
     }
 
     async fn snapshot(&self) -> Result<Box<dyn SnapshotReader>, StateMachineError> {
-        // Small state: serialized at once. A large one would stream from a cheap capture.
+        // Small state: serialized at once. A large one streams from a cheap capture, as the
+        // list in `list.rs` does.
         let map = self.map.lock().expect("kv lock");
         let text: String = map.iter().map(|(k, v)| format!("{k}\t{v}\n")).collect();
         Ok(Box::new(BytesReader::new(Bytes::from(text))))
@@ -185,7 +193,12 @@ fn addr(base_port: u16, id: ReplicaId) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], base_port + id.0 as u16 - 1))
 }
 
-/// Every machine's directory id, made once by `local` (a machine's storage identity).
+/// Every machine's directory id, made once by `local` (a machine's storage identity): the
+/// founders' ids go into the founding voter set, so the operator makes them before starting
+/// any machine. Here one file holds them all, since one operator runs every machine on one host
+/// and empties the whole directory first; a deployment keeps each id in a file inside its
+/// machine's data directory, made (at random, never zero) with it, so that a wiped directory
+/// comes back with a new id.
 fn directories(dir: &Path) -> Result<BTreeMap<ReplicaId, DirectoryId>> {
     let path = dir.join("directories");
     if !path.exists() {
@@ -209,7 +222,13 @@ fn directories(dir: &Path) -> Result<BTreeMap<ReplicaId, DirectoryId>> {
     Ok(out)
 }
 
-async fn node(id: ReplicaId, dir: &Path, storage: Storage, base_port: u16) -> Result<()> {
+async fn node(
+    id: ReplicaId,
+    dir: &Path,
+    storage: Storage,
+    base_port: u16,
+    founder: bool,
+) -> Result<()> {
     let directories = directories(dir)?;
     let tls_dir = dir.join("tls");
     let read = |name: String| std::fs::read_to_string(tls_dir.join(name));
@@ -247,15 +266,15 @@ async fn node(id: ReplicaId, dir: &Path, storage: Storage, base_port: u16) -> Re
         }
     };
     // The founders' storage is formatted once with the founding voter set, each voter keyed by
-    // its directory id. Any other machine starts unformatted: an observer until it is added.
+    // its directory id, when the operator says so (`--format`, at a founder's first start).
+    // Never because the storage looks empty at a start: a founder whose disk was wiped would
+    // format itself again and count as the voter whose records it lost. Any other machine, and
+    // a founder restarted on an emptied disk, starts unformatted: an observer until it is added.
     let mut cfg = Config::new(id, FOUNDERS.map(ReplicaId));
     cfg.directory = Some(directories[&id]);
     cfg.snapshot_after_records = 200;
     cfg.snapshot_log_retention = 50;
-    let fresh = raft_core::io::SnapshotStore::latest(&*snapshots)
-        .await?
-        .is_none();
-    if fresh && FOUNDERS.contains(&id.0) {
+    if founder {
         let founding = VoterSet::from_entries(FOUNDERS.map(|f| {
             let voter = Voter {
                 directory: Some(directories[&ReplicaId(f)]),
@@ -329,7 +348,7 @@ async fn command(
             let k = words.get(1).context("a key")?;
             // Linearizable on any replica: the state machine has applied every write that was
             // acknowledged before this read began.
-            node.read(ReadMode::Linearizable).await?;
+            read(node).await?;
             let map = kv.map.lock().expect("kv lock");
             Ok(map.get(*k).cloned().unwrap_or_else(|| "(nil)".into()))
         }
@@ -378,6 +397,22 @@ async fn command(
     }
 }
 
+/// A linearizable read barrier, retried within a bound: every `ReadError` is retriable (no leader
+/// known yet, mid-election, a time-out).
+async fn read(node: &Node) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        match node.read(ReadMode::Linearizable).await {
+            Ok(_) => return Ok(()),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::info!(error = %e, "read not served yet");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => bail!("{e}"),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The operator and the client.
 
@@ -389,7 +424,15 @@ struct Machine {
 }
 
 impl Machine {
-    fn start(exe: &Path, id: u32, dir: &Path, storage: Storage, base_port: u16) -> Result<Machine> {
+    /// Starts machine `id`; `format`: as a founder, formatting its storage first.
+    fn start(
+        exe: &Path,
+        id: u32,
+        dir: &Path,
+        storage: Storage,
+        base_port: u16,
+        format: bool,
+    ) -> Result<Machine> {
         let storage = match storage {
             Storage::Fjall => "fjall",
             Storage::Redb => "redb",
@@ -399,6 +442,7 @@ impl Machine {
             .args(["--base-port", &base_port.to_string()])
             .arg("--dir")
             .arg(dir)
+            .args(format.then_some("--format"))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .kill_on_drop(true)
@@ -467,7 +511,7 @@ async fn local(storage: Storage, dir: &Path, base_port: u16) -> Result<()> {
     let exe = std::env::current_exe()?;
     let mut machines: BTreeMap<u32, Machine> = BTreeMap::new();
     for m in FOUNDERS {
-        machines.insert(m, Machine::start(&exe, m, dir, storage, base_port)?);
+        machines.insert(m, Machine::start(&exe, m, dir, storage, base_port, true)?);
     }
     let first = leader_is(machines.get_mut(&1).expect("machine 1"), None).await?;
     println!("machines 1-3 started; machine {first} leads");
@@ -499,7 +543,7 @@ async fn local(storage: Storage, dir: &Path, base_port: u16) -> Result<()> {
 
     // Replace voter 3 by machine 4: start it (an observer that catches up, through a
     // snapshot since the log was purged), remove 3, stop it, add 4.
-    machines.insert(4, Machine::start(&exe, 4, dir, storage, base_port)?);
+    machines.insert(4, Machine::start(&exe, 4, dir, storage, base_port, false)?);
     let ask_leader = |machines: &mut BTreeMap<u32, Machine>| machines.remove(&l).expect("leader");
     let mut lm = ask_leader(&mut machines);
     lm.ask("remove-voter 3").await?;
@@ -517,6 +561,9 @@ async fn local(storage: Storage, dir: &Path, base_port: u16) -> Result<()> {
         }
     }
     let snaps = m4.ask("snapshots").await?;
+    if snaps.ends_with("installed=0") {
+        bail!("machine 4 caught up without a snapshot ({snaps}): the log was not purged");
+    }
     println!("machine 4 reads every key it was asked for, linearizably; its snapshots: {snaps}");
     for (_, m) in machines {
         m.stop().await?;

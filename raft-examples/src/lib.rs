@@ -9,3 +9,7 @@
 //!   transfer, and a voter replaced by a new machine that catches up through a snapshot. The
 //!   program to copy when you start.
 //!   `cargo run --release -p raft-examples --example kv -- local [--storage redb]`.
+//! * `list`: `kv` with another state machine, an append-only list (`append`, `range`, `len`),
+//!   whose snapshot streams in chunks rather than fitting one buffer: the one to copy when your
+//!   state is large. The same four-process story.
+//!   `cargo run --release -p raft-examples --example list -- local [--storage redb]`.

@@ -214,6 +214,35 @@ fn ci() -> Result<(), String> {
                 ),
         )?;
     }
+    // The same story with an append-only list whose snapshot streams, on each engine; the
+    // example fails (and stops its machines) unless the story ends within a minute.
+    for storage in ["fjall", "redb"] {
+        run(
+            &format!("example list ({storage})"),
+            cargo()
+                .args([
+                    "run",
+                    "-p",
+                    "raft-examples",
+                    "--example",
+                    "list",
+                    "--all-features",
+                    "--locked",
+                    "--",
+                    "local",
+                    "--storage",
+                    storage,
+                    "--within",
+                    "60",
+                    "--dir",
+                ])
+                .arg(
+                    target_dir()
+                        .join("tmp")
+                        .join(format!("list-example-{storage}")),
+                ),
+        )?;
+    }
     // Every decoder a peer, a client or a disk reaches: corpus replay, short libFuzzer runs.
     fuzz::smoke()?;
     // A fixed shard of the protocol layer's mutants (one in a hundred, about ten), each of which

@@ -27,7 +27,10 @@ pub const FORMAT_SNAPSHOT: OffsetAndEpoch = OffsetAndEpoch {
 #[non_exhaustive]
 pub enum FormatError {
     /// The store already holds a snapshot: it was formatted, or holds a replica's data.
-    #[error("the storage already holds snapshot {0:?}: it was formatted before")]
+    #[error(
+        "the storage already holds snapshot {0}: it was formatted before or holds a replica's \
+         data; format only a founder's new, empty storage, once"
+    )]
     AlreadyFormatted(OffsetAndEpoch),
     /// The founding set is empty.
     #[error("the founding voter set is empty")]

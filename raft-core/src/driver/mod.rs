@@ -71,7 +71,9 @@ use crate::types::{Instant, Offset, OffsetAndEpoch, ReplicaId};
 /// Options of the driver itself (the protocol's are in [`crate::Config`]).
 #[derive(Clone, Debug)]
 pub struct DriverOptions {
-    /// Seed of the protocol's PRNG (election timeouts). Use distinct seeds per replica.
+    /// Seed of the protocol's PRNG (election timeouts). The replica id is mixed into it, so
+    /// replicas that all keep the default still draw different timeouts; a seed of your own
+    /// only changes which ones (a simulation varies it per run).
     pub seed: u64,
     /// Bytes of recent log records kept in memory for fetch responses and the applier.
     pub cache_bytes_max: usize,
