@@ -160,7 +160,7 @@ pub struct DriverSimReport {
     pub refused_starts: u64,
     /// Crashes, restarts, disk losses and voter changes with their virtual times.
     pub timeline: Vec<String>,
-    /// Groups created during the run (beyond the starting ones) and groups dropped.
+    /// Groups created during the run (beyond the starting ones).
     pub groups_created: u64,
     /// Groups dropped during the run.
     pub groups_dropped: u64,
