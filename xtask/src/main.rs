@@ -388,6 +388,28 @@ fn ci() -> Result<(), String> {
         "--sessions".into(),
         "6".into(),
     ])?;
+    // Hosts of eight groups (three voters each, in rotation over five hosts; groups created
+    // and dropped during the run; a host fault hits all its groups), without and with voter
+    // changes and disk losses.
+    for membership in [false, true] {
+        let mut args: Vec<String> = [
+            "--driver",
+            "--seeds",
+            if membership { "200" } else { "300" },
+            "--voters",
+            "3",
+            "--observers",
+            "2",
+            "--groups",
+            "8",
+        ]
+        .map(String::from)
+        .to_vec();
+        if membership {
+            args.push("--membership".into());
+        }
+        sim(&args)?;
+    }
     // The real driver with voter changes, disk losses and the operator's restarts (a lost disk
     // with the host's own file or learned voters, an edited voter list): growing from one
     // voter, and from three; then the planted bug only the driver simulator's liveness check

@@ -1,11 +1,14 @@
 //! The driver simulator's command line, run by `cargo xtask sim --driver`.
 //!
 //! `raft-dsim --seeds N [--first S] [--seed S] [--voters V] [--observers K] [--sessions C]
-//! [--secs T] [--lease] [--threads T] [--verbose]` runs seeds of [`raft_core::dsim`], prints one
-//! line per failing seed with the command that replays it, and ends with a summary line.
+//! [--groups G] [--secs T] [--lease] [--threads T] [--verbose]` runs seeds of
+//! [`raft_core::dsim`], prints one line per failing seed with the command that replays it, and
+//! ends with a summary line. `--groups G` runs G groups on every host (each with `--voters`
+//! founders in rotation over the `voters + observers` hosts and `--sessions` clients), and
+//! with more than one creates and drops groups during the run.
 //! Exit status 1 on any violation. Negative controls (test-only fault switches):
-//! `--unsafe-reads`, `--forward-failure-refuses`, `--ignore-write-sessions` and
-//! `--lying-fsync`. `--membership` adds voter changes and disk losses. `--planted NAME
+//! `--unsafe-reads`, `--forward-failure-refuses`, `--ignore-write-sessions`,
+//! `--lying-fsync` and, with groups, `--misroute-groups`. `--membership` adds voter changes and disk losses. `--planted NAME
 //! --expect-catch` plants one bug (`raft_core::planted`) and succeeds at its first catching
 //! seed.
 
@@ -53,6 +56,7 @@ fn parse() -> Result<Args, String> {
             "--voters" => a.base.voters = value("--voters")? as u32,
             "--observers" => a.base.observers = value("--observers")? as u32,
             "--sessions" => a.base.sessions = value("--sessions")? as u32,
+            "--groups" => a.base.groups = value("--groups")? as u32,
             "--secs" => a.base.duration = Duration::from_secs(value("--secs")?),
             "--lease" => a.base.lease_reads = true,
             "--verbose" => a.verbose = true,
@@ -60,6 +64,7 @@ fn parse() -> Result<Args, String> {
             "--forward-failure-refuses" => a.base.forward_failure_refuses = true,
             "--lying-fsync" => a.base.lying_fsync = true,
             "--ignore-write-sessions" => a.base.ignore_write_sessions = true,
+            "--misroute-groups" => a.base.misroute_groups = true,
             "--membership" => a.base.membership = true,
             "--expect-catch" => a.expect_catch = true,
             "--planted" => {
@@ -79,6 +84,9 @@ fn parse() -> Result<Args, String> {
     if a.base.voters == 0 || a.base.voters > 9 {
         return Err("--voters must be between 1 and 9".into());
     }
+    if a.base.groups == 0 || a.base.groups > 64 {
+        return Err("--groups must be between 1 and 64".into());
+    }
     Ok(a)
 }
 
@@ -92,12 +100,16 @@ fn replay(args: &Args, seed: u64) -> String {
         b.sessions,
         b.duration.as_secs()
     );
+    if b.groups != 1 {
+        cmd += &format!(" --groups {}", b.groups);
+    }
     for (on, flag) in [
         (b.lease_reads, " --lease"),
         (b.unsafe_reads, " --unsafe-reads"),
         (b.forward_failure_refuses, " --forward-failure-refuses"),
         (b.lying_fsync, " --lying-fsync"),
         (b.ignore_write_sessions, " --ignore-write-sessions"),
+        (b.misroute_groups, " --misroute-groups"),
         (b.membership, " --membership"),
     ] {
         if on {
@@ -126,6 +138,8 @@ struct Totals {
     wipes: AtomicU64,
     edits: AtomicU64,
     refused: AtomicU64,
+    groups_created: AtomicU64,
+    groups_dropped: AtomicU64,
 }
 
 fn main() {
@@ -178,6 +192,8 @@ fn main() {
                     add(&totals.wipes, r.wipes);
                     add(&totals.edits, r.config_edits);
                     add(&totals.refused, r.refused_starts);
+                    add(&totals.groups_created, r.groups_created);
+                    add(&totals.groups_dropped, r.groups_dropped);
                     if args.verbose || args.single.is_some() {
                         println!("seed {seed}: {r}");
                     }
@@ -238,7 +254,8 @@ fn main() {
          {} unknown of which {} applied; {} reads, {} failed reads; {} inconclusive linearizability \
          verdicts (register histories beyond the checker's bound); {} snapshots installed; voter \
          changes {} committed, {} refused, {} unknown; {} disks lost; {} restarts with an edited \
-         voter list; {} starts refused as unformatted; {:.1}s)",
+         voter list; {} starts refused as unformatted; {} groups per seed, {} created and {} \
+         dropped during runs; {:.1}s)",
         get(&totals.failed_seeds),
         get(&totals.committed),
         get(&totals.not_applied),
@@ -254,6 +271,9 @@ fn main() {
         get(&totals.wipes),
         get(&totals.edits),
         get(&totals.refused),
+        args.base.groups,
+        get(&totals.groups_created),
+        get(&totals.groups_dropped),
         started.elapsed().as_secs_f64()
     );
     std::process::exit(if v == 0 { 0 } else { 1 });

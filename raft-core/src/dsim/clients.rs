@@ -1,8 +1,12 @@
-//! The client workload: sessions on every replica issuing pipelined batches of counter
-//! increments, register writes and compare-and-sets through `Node::write_batch`, retrying
-//! only what the outcome contract calls safe (a refused tail), and reads in every mode. Each
-//! session records what it was told; the run later compares that with what really happened.
+//! The client workload: each group's sessions, on every replica of their group, issuing
+//! pipelined batches of counter increments, register writes and compare-and-sets through
+//! `Node::write_batch`, retrying only what the outcome contract calls safe (a refused tail),
+//! and reads in every mode. Each session records what it was told, per group; the run later
+//! compares that with what really happened. Every write carries its group, and every register
+//! value a session writes carries it too ([`value_group`]), so a read that sees another
+//! group's data is caught.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,13 +14,27 @@ use bytes::Bytes;
 
 use crate::driver::{Committed, ReadMode, WriteError, WriteSession};
 use crate::sim::SimRng;
+use crate::types::GroupId;
 
 use super::kv::{lock, Answer, KvOp, Tagged};
-use super::world::World;
+use super::world::{Phase, World};
 
 /// Counter keys and register keys: few, so that operations contend.
 pub(super) const COUNTERS: [u64; 3] = [1, 2, 3];
 pub(super) const REGISTERS: [u64; 5] = [10, 11, 12, 13, 14];
+
+/// The bits of a register value that name the group of the session that wrote it.
+const GROUP_SHIFT: u32 = 48;
+
+/// The first register value a session of `group` writes; later ones count up from it.
+fn first_value(group: GroupId, session: u32) -> u64 {
+    ((group.0 + 1) << GROUP_SHIFT) | (u64::from(session) << 32)
+}
+
+/// The group whose session wrote register value `value` (not 0, which no session writes).
+pub(super) fn value_group(value: u64) -> GroupId {
+    GroupId((value >> GROUP_SHIFT).wrapping_sub(1))
+}
 
 /// What a client was finally told about one write.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,7 +79,8 @@ pub(super) struct History {
 /// Shared by the sessions of one run.
 pub(super) struct Clients {
     pub(super) world: Arc<World>,
-    pub(super) history: Mutex<History>,
+    /// What the sessions saw, per group.
+    pub(super) history: Mutex<BTreeMap<GroupId, History>>,
     pub(super) next_id: Mutex<u64>,
     pub(super) origin: tokio::time::Instant,
     pub(super) lease_reads: bool,
@@ -74,17 +93,29 @@ impl Clients {
         self.origin.elapsed().as_nanos() as u64
     }
 
+    /// The group whose replica a request of `group` goes to: its own, except under the
+    /// negative control `misroute_groups` (the next live group).
+    fn target(&self, group: GroupId) -> GroupId {
+        if !self.world.opts.misroute_groups {
+            return group;
+        }
+        let live = self.world.live_groups();
+        let next = live.iter().copied().find(|g| *g > group);
+        next.or(live.first().copied()).unwrap_or(group)
+    }
+
     fn next_id(&self) -> u64 {
         let mut n = lock(&self.next_id);
         *n += 1;
         *n
     }
 
-    /// Writes `ops` in order through host `i` as one pipelined batch, retrying only a refused
-    /// tail until the deadline, and records what the session was told about each.
+    /// Writes `ops` in order through `group`'s replica on host `i` as one pipelined batch,
+    /// retrying only a refused tail until the deadline, and records what the session was told
+    /// about each.
     pub(super) async fn write(
         &self,
-        session: u32,
+        (group, session): (GroupId, u32),
         ws: &mut WriteSession,
         i: usize,
         ops: Vec<KvOp>,
@@ -92,6 +123,7 @@ impl Clients {
         let tagged: Vec<Tagged> = ops
             .into_iter()
             .map(|op| Tagged {
+                group,
                 id: self.next_id(),
                 op,
             })
@@ -101,7 +133,7 @@ impl Clients {
         let mut told: Vec<Told> = Vec::with_capacity(tagged.len());
         let mut backoff = Duration::from_millis(10);
         while told.len() < tagged.len() {
-            let Some((node, _)) = self.world.live(i) else {
+            let Some((node, _)) = self.world.live(i, self.target(group)) else {
                 // The replica is down: nothing was sent, so nothing was applied.
                 while told.len() < tagged.len() {
                     told.push(Told::NotApplied("replica down".into()));
@@ -138,7 +170,8 @@ impl Clients {
             }
         }
         let ret = self.now();
-        let mut h = lock(&self.history);
+        let mut history = lock(&self.history);
+        let h = history.entry(group).or_default();
         for (tagged, told) in tagged.into_iter().zip(told) {
             h.writes.push(WriteRecord {
                 session,
@@ -150,9 +183,9 @@ impl Clients {
         }
     }
 
-    /// Reads register `key` on host `i` in `mode` and records the value it saw.
-    pub(super) async fn read(&self, i: usize, key: u64, mode: ReadMode) {
-        let Some((node, kv)) = self.world.live(i) else {
+    /// Reads register `key` of `group` on host `i` in `mode` and records the value it saw.
+    pub(super) async fn read(&self, group: GroupId, i: usize, key: u64, mode: ReadMode) {
+        let Some((node, kv)) = self.world.live(i, self.target(group)) else {
             return;
         };
         let call = self.now();
@@ -162,7 +195,8 @@ impl Clients {
                 // No await between the permit and the query: the state machine cannot move.
                 let value = kv.get(key);
                 let ret = self.now();
-                lock(&self.history).reads.push(ReadRecord {
+                let mut history = lock(&self.history);
+                history.entry(group).or_default().reads.push(ReadRecord {
                     key,
                     mode,
                     call,
@@ -170,7 +204,7 @@ impl Clients {
                     value,
                 });
             }
-            _ => lock(&self.history).reads_failed += 1,
+            _ => lock(&self.history).entry(group).or_default().reads_failed += 1,
         }
     }
 }
@@ -186,22 +220,25 @@ fn outcome(op: &KvOp, r: Result<Committed, WriteError>) -> Told {
     }
 }
 
-/// One session: until `until`, batches of writes and reads on a replica it changes now and
-/// then, with a little think time between requests.
+/// One session of `group`: until `until` or until the group is to be dropped, batches of
+/// writes and reads on a replica it changes now and then, with a little think time between
+/// requests.
 pub(super) async fn run_session(
     clients: Arc<Clients>,
-    session: u32,
+    (group, session): (GroupId, u32),
     seed: u64,
     until: tokio::time::Instant,
 ) {
-    let mut rng = SimRng::new(seed ^ (u64::from(session) << 32) ^ 0x636c_6965);
+    let mix = group.0.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut rng = SimRng::new(seed ^ (u64::from(session) << 32) ^ 0x636c_6965 ^ mix);
     let n = clients.world.len();
     let mut home = rng.below(n as u64) as usize;
     let mut last_seen = [0u64; REGISTERS.len()];
-    let mut next_value = u64::from(session) << 40;
+    let mut next_value = first_value(group, session);
     // One session for the client's whole life, whichever replica it talks to.
     let mut ws = WriteSession::new();
-    while tokio::time::Instant::now() < until {
+    let live = || clients.world.phase(group) == Some(Phase::Live);
+    while tokio::time::Instant::now() < until && live() {
         if rng.chance(0.1) {
             home = rng.below(n as u64) as usize;
         }
@@ -227,7 +264,7 @@ pub(super) async fn run_session(
                     }
                 })
                 .collect();
-            clients.write(session, &mut ws, home, ops).await;
+            clients.write((group, session), &mut ws, home, ops).await;
         } else {
             let r = rng.below(REGISTERS.len() as u64) as usize;
             let mode = match rng.below(10) {
@@ -235,12 +272,10 @@ pub(super) async fn run_session(
                 6 | 7 if clients.lease_reads => ReadMode::Lease,
                 _ => ReadMode::Sequential,
             };
-            clients.read(home, REGISTERS[r], mode).await;
-            if let Some(v) = lock(&clients.history)
-                .reads
-                .last()
-                .filter(|x| x.key == REGISTERS[r])
-            {
+            clients.read(group, home, REGISTERS[r], mode).await;
+            let history = lock(&clients.history);
+            let last = history.get(&group).and_then(|h| h.reads.last());
+            if let Some(v) = last.filter(|x| x.key == REGISTERS[r]) {
                 last_seen[r] = v.value;
             }
         }

@@ -2,6 +2,9 @@
 //! carries its operation id, and every replica writes what it applied at each offset into a
 //! [`Ledger`] that outlives its crashes, so a run knows exactly which writes took effect, where,
 //! and how often, whatever the clients were told.
+//!
+//! Every write also carries its group, and every state machine belongs to one group: a record
+//! or a snapshot of another group reaching it is noted in its ledger as an isolation failure.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -13,7 +16,7 @@ use crate::io::{read_to_end, BytesReader, SnapshotReader, StateMachine, StateMac
 
 /// The largest snapshot this state machine reads back.
 const SNAPSHOT_LIMIT: u64 = 1 << 30;
-use crate::types::{Offset, Record, RecordKind};
+use crate::types::{GroupId, Offset, Record, RecordKind};
 
 /// What a write does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,14 +90,15 @@ impl Answer {
     }
 }
 
-/// One client write as it travels in a record: a unique id and the operation.
+/// One client write as it travels in a record: its group, a unique id and the operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Tagged {
+    pub(super) group: GroupId,
     pub(super) id: u64,
     pub(super) op: KvOp,
 }
 
-const TAGGED_LEN: usize = 1 + 8 + 8 + 8 + 8;
+const TAGGED_LEN: usize = 1 + 8 + 8 + 8 + 8 + 8;
 
 impl Tagged {
     pub(super) fn encode(&self) -> Bytes {
@@ -105,7 +109,7 @@ impl Tagged {
         };
         let mut out = Vec::with_capacity(TAGGED_LEN);
         out.push(tag);
-        for w in [self.id, key, a, b] {
+        for w in [self.group.0, self.id, key, a, b] {
             out.extend_from_slice(&w.to_le_bytes());
         }
         Bytes::from(out)
@@ -116,7 +120,8 @@ impl Tagged {
             return None;
         }
         let word = |i: usize| u64::from_le_bytes(b[1 + 8 * i..9 + 8 * i].try_into().unwrap());
-        let (id, key, a, c) = (word(0), word(1), word(2), word(3));
+        let (group, id) = (GroupId(word(0)), word(1));
+        let (key, a, c) = (word(2), word(3), word(4));
         let op = match b[0] {
             1 => KvOp::Incr { key },
             2 => KvOp::Write { key, value: a },
@@ -127,16 +132,18 @@ impl Tagged {
             },
             _ => return None,
         };
-        Some(Tagged { id, op })
+        Some(Tagged { group, id, op })
     }
 }
 
 /// Per offset, the write a replica applied there (`None` for control records), over all its
-/// incarnations; plus any contradiction it noticed (another record at an offset it had applied).
+/// incarnations; plus any contradiction it noticed (another record at an offset it had applied)
+/// and anything of another group that reached it.
 #[derive(Default)]
 pub(super) struct Ledger {
     pub(super) applied: BTreeMap<u64, Option<u64>>,
     pub(super) contradictions: Vec<String>,
+    pub(super) foreign: Vec<String>,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -149,16 +156,18 @@ struct State {
     map: BTreeMap<u64, u64>,
 }
 
-/// One incarnation's state machine: in memory, so a crash loses it and the driver rebuilds it
-/// from the snapshot store and the log.
+/// One incarnation's state machine of one group: in memory, so a crash loses it and the driver
+/// rebuilds it from the snapshot store and the log.
 pub(super) struct Kv {
+    group: GroupId,
     state: Mutex<State>,
     ledger: Arc<Mutex<Ledger>>,
 }
 
 impl Kv {
-    pub(super) fn new(ledger: Arc<Mutex<Ledger>>) -> Kv {
+    pub(super) fn new(group: GroupId, ledger: Arc<Mutex<Ledger>>) -> Kv {
         Kv {
+            group,
             state: Mutex::default(),
             ledger,
         }
@@ -207,7 +216,16 @@ impl StateMachine for Kv {
                     ledger.applied.insert(r.offset.0, id);
                 }
             }
-            let answer = tagged.map(|t| t.op.apply(&mut state.map));
+            let foreign = tagged.filter(|t| t.group != self.group);
+            if let Some(t) = foreign {
+                ledger.foreign.push(format!(
+                    "offset {} of {} holds write {} of {}",
+                    r.offset, self.group, t.id, t.group
+                ));
+            }
+            let answer = tagged
+                .filter(|_| foreign.is_none())
+                .map(|t| t.op.apply(&mut state.map));
             responses.push(answer.map(Answer::encode).unwrap_or_default());
         }
         Ok(())
@@ -215,7 +233,8 @@ impl StateMachine for Kv {
 
     async fn snapshot(&self) -> Result<Box<dyn SnapshotReader>, StateMachineError> {
         let state = lock(&self.state);
-        let mut out = Vec::with_capacity(8 + 16 * state.map.len());
+        let mut out = Vec::with_capacity(16 + 16 * state.map.len());
+        out.extend_from_slice(&self.group.0.to_le_bytes());
         out.extend_from_slice(&state.next.0.to_le_bytes());
         for (k, v) in &state.map {
             out.extend_from_slice(&k.to_le_bytes());
@@ -237,14 +256,23 @@ impl StateMachine for Kv {
         let data = read_to_end(data, SNAPSHOT_LIMIT)
             .await
             .map_err(|e| bad(&e.to_string()))?;
-        if data.len() < 8 || !(data.len() - 8).is_multiple_of(16) {
+        if data.len() < 16 || !(data.len() - 16).is_multiple_of(16) {
             return Err(bad("malformed snapshot"));
         }
         let word = |i: usize| u64::from_le_bytes(data[i..i + 8].try_into().unwrap());
-        if word(0) != applied.0 {
+        if word(0) != self.group.0 {
+            let note = format!(
+                "{} was given a snapshot of {} at offset {applied}",
+                self.group,
+                GroupId(word(0))
+            );
+            lock(&self.ledger).foreign.push(note);
+            return Err(bad("the snapshot is another group's"));
+        }
+        if word(8) != applied.0 {
             return Err(bad("the snapshot covers another offset"));
         }
-        let map = (8..data.len())
+        let map = (16..data.len())
             .step_by(16)
             .map(|i| (word(i), word(i + 8)))
             .collect();
@@ -268,9 +296,52 @@ mod tests {
                 new: 9,
             },
         ] {
-            let t = Tagged { id: 42, op };
+            let t = Tagged {
+                group: GroupId(7),
+                id: 42,
+                op,
+            };
             assert_eq!(Tagged::decode(&t.encode()), Some(t));
         }
         assert_eq!(Tagged::decode(b"short"), None);
+    }
+
+    /// Goal: a state machine notes a record and a snapshot of another group instead of taking
+    /// them in.
+    #[tokio::test]
+    async fn another_groups_record_or_snapshot_is_noted() {
+        let ledger = Arc::new(Mutex::new(Ledger::default()));
+        let kv = Kv::new(GroupId(1), ledger.clone());
+        let mine = Tagged {
+            group: GroupId(1),
+            id: 1,
+            op: KvOp::Write { key: 10, value: 5 },
+        };
+        let theirs = Tagged {
+            group: GroupId(2),
+            id: 2,
+            op: KvOp::Write { key: 10, value: 9 },
+        };
+        let records: Vec<Record> = [mine, theirs]
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Record {
+                offset: Offset(i as u64),
+                epoch: crate::types::Epoch(1),
+                kind: RecordKind::Data,
+                payload: t.encode(),
+            })
+            .collect();
+        kv.apply(&records, &mut Vec::new()).await.unwrap();
+        assert_eq!(kv.get(10), 5, "the foreign write was not applied");
+        assert_eq!(lock(&ledger).foreign.len(), 1);
+
+        let other = Kv::new(GroupId(2), Arc::default());
+        let mut snapshot = kv.snapshot().await.unwrap();
+        assert!(other.restore(Offset(2), &mut *snapshot).await.is_err());
+        let mut snapshot = kv.snapshot().await.unwrap();
+        let same = Kv::new(GroupId(1), Arc::default());
+        same.restore(Offset(2), &mut *snapshot).await.unwrap();
+        assert_eq!(same.get(10), 5);
     }
 }

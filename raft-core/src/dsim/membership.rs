@@ -1,8 +1,9 @@
 //! Membership under the driver simulator: voter changes through [`Node::change_voters`] on
-//! whichever replica leads, and disk losses (a host comes back with empty stores and a new
-//! directory id), while the other faults come and go.
+//! whichever replica leads a group, and disk losses (a host comes back with empty stores for
+//! every group and a new directory id), while the other faults come and go.
 //!
-//! What the run checks: every outcome `change_voters` reported must fit one history. The run
+//! What the run checks, per group: every outcome `change_voters` reported must fit one
+//! history. The run
 //! keeps the voter sets the cluster may be in after each change (a committed change applies to
 //! each, a refused one to none, an unknown one splits each set in two); once healed, every
 //! replica must act on the same set, and it must be one of those. A change reported committed
@@ -15,7 +16,8 @@
 //! Disk loss is drawn only where the protocol must survive it: never a bootstrap (static)
 //! voter, even once removed (a replica that has not fetched the removal still takes the
 //! emptied machine for that voter: amnesia, which no protocol survives), and a keyed voter
-//! only while every set it may be in has at least three voters and no other lost key.
+//! only while every set it may be in has at least three voters and no other lost key; all of
+//! this in every group the host runs, since the disk holds them all.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -25,11 +27,11 @@ use crate::driver::{Node, VoterChangeError, WriteError};
 use crate::protocol::VoterChange;
 use crate::sim::SimRng;
 use crate::types::Role;
-use crate::types::{DirectoryId, ReplicaId};
+use crate::types::{DirectoryId, GroupId, ReplicaId};
 use crate::voters::{Voter, VoterSet};
 
 use super::kv::lock;
-use super::world::World;
+use super::world::{Phase, World};
 
 /// How long one change may take before it is reported unknown.
 const CHANGE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -48,7 +50,8 @@ enum Told {
     Unknown,
 }
 
-/// The membership side of a run: the changes made, their outcomes, and the sets they allow.
+/// The membership side of a run: per group, the changes made, their outcomes, and the sets
+/// they allow.
 #[derive(Default)]
 pub(super) struct Membership {
     state: Mutex<State>,
@@ -56,15 +59,21 @@ pub(super) struct Membership {
 
 #[derive(Default)]
 struct State {
-    /// The voter sets the cluster may be in, given every outcome so far.
+    groups: std::collections::BTreeMap<GroupId, GroupState>,
+    wipes: u64,
+    edits: u64,
+}
+
+/// One group's changes and the sets they allow.
+#[derive(Default)]
+struct GroupState {
+    /// The voter sets the group may be in, given every outcome so far.
     possible: Vec<VoterSet>,
     /// Set when `possible` outgrew [`POSSIBLE_MAX`]: the final set is then not checked.
     gave_up: bool,
     /// Each change and what its caller was told, for the report.
     changes: Vec<(VoterChange, Told)>,
     violations: Vec<String>,
-    wipes: u64,
-    edits: u64,
 }
 
 /// Counts for the run's report.
@@ -78,18 +87,21 @@ pub(super) struct MembershipCounts {
 }
 
 impl Membership {
-    pub(super) fn new(initial: VoterSet) -> Membership {
-        Membership {
-            state: Mutex::new(State {
-                possible: vec![initial],
-                ..State::default()
-            }),
-        }
+    /// Starts following `group`, founded with `initial`.
+    pub(super) fn add_group(&self, group: GroupId, initial: VoterSet) {
+        let state = GroupState {
+            possible: vec![initial],
+            ..GroupState::default()
+        };
+        lock(&self.state).groups.insert(group, state);
     }
 
     pub(super) fn counts(&self) -> MembershipCounts {
         let s = lock(&self.state);
-        let count = |t: Told| s.changes.iter().filter(|(_, told)| *told == t).count() as u64;
+        let count = |t: Told| {
+            let changes = s.groups.values().flat_map(|g| &g.changes);
+            changes.filter(|(_, told)| *told == t).count() as u64
+        };
         MembershipCounts {
             committed: count(Told::Committed),
             refused: count(Told::NotApplied),
@@ -99,9 +111,10 @@ impl Membership {
         }
     }
 
-    /// Folds one outcome into the possible sets.
-    fn record(&self, change: VoterChange, told: Told) {
-        let mut s = lock(&self.state);
+    /// Folds one outcome of a change of `group` into its possible sets.
+    fn record(&self, group: GroupId, change: VoterChange, told: Told) {
+        let mut state = lock(&self.state);
+        let s = state.groups.entry(group).or_default();
         s.changes.push((change.clone(), told));
         if s.gave_up || told == Told::NotApplied {
             return;
@@ -119,8 +132,8 @@ impl Membership {
         next.dedup();
         if next.is_empty() {
             let note = format!(
-                "membership: {change:?} was reported committed, but no history of the earlier \
-                 outcomes allows it (possible sets before: {:?})",
+                "membership: {group}: {change:?} was reported committed, but no history of the \
+                 earlier outcomes allows it (possible sets before: {:?})",
                 s.possible.iter().map(describe).collect::<Vec<_>>()
             );
             s.violations.push(note);
@@ -132,12 +145,21 @@ impl Membership {
         }
     }
 
-    /// The end of a run: every running replica's set, which must agree and be possible.
+    /// The end of a run: in every live group, every running replica's set, which must agree
+    /// and be possible.
     pub(super) async fn check_final(&self, world: &World) -> Vec<String> {
+        let mut problems = Vec::new();
+        for group in world.live_groups() {
+            problems.extend(self.check_group(world, group).await);
+        }
+        problems
+    }
+
+    async fn check_group(&self, world: &World, group: GroupId) -> Vec<String> {
         let mut sets = BTreeSet::new();
         let mut ended_on = Vec::new();
         for i in 0..world.len() {
-            if let Some((node, _)) = world.live(i) {
+            if let Some((node, _)) = world.live(i, group) {
                 if let Some(status) = node.status().await {
                     if sets.insert(describe(&status.voter_set)) {
                         ended_on.push(status.voter_set);
@@ -145,19 +167,23 @@ impl Membership {
                 }
             }
         }
-        let s = lock(&self.state);
+        let state = lock(&self.state);
+        let Some(s) = state.groups.get(&group) else {
+            return Vec::new();
+        };
         let mut problems = s.violations.clone();
         if sets.len() > 1 {
             problems.push(format!(
-                "membership: the replicas act on different voter sets after healing: {sets:?}"
+                "membership: {group}: the replicas act on different voter sets after healing: \
+                 {sets:?}"
             ));
         }
         let possible: BTreeSet<String> = s.possible.iter().map(describe).collect();
         if let (Some(set), false) = (ended_on.first(), s.gave_up) {
             if !s.possible.iter().any(|p| fits(p, set)) {
                 problems.push(format!(
-                    "membership: the cluster ended with voters {set}, which no history of the \
-                     reported outcomes allows (possible: {possible:?}; changes: {:?})",
+                    "membership: {group}: the group ended with voters {set}, which no history of \
+                     the reported outcomes allows (possible: {possible:?}; changes: {:?})",
                     s.changes
                 ));
             }
@@ -168,15 +194,25 @@ impl Membership {
     /// Whether losing host `id`'s disk (current directory `directory`) is a fault the protocol
     /// must survive: see the module comment.
     fn may_wipe(&self, world: &World, id: ReplicaId) -> bool {
+        // Every group on the disk: those being founded, live or stopping (a dropped group's
+        // data is gone, or goes at the host's next start).
+        let groups = world.groups_in(&[Phase::Creating, Phase::Live, Phase::Stopping]);
+        groups.into_iter().all(|g| self.may_wipe_in(world, g, id))
+    }
+
+    fn may_wipe_in(&self, world: &World, group: GroupId, id: ReplicaId) -> bool {
         // A replica that has not yet fetched a static voter's removal still takes the emptied
         // machine for that voter (static entries match any directory) and may be elected with
         // its vote: the amnesia no protocol survives. So a static founder is never wiped, even
         // after its removal committed. Keyed founders are: their lost disk restarts with their
         // unchanged configuration, which names them a voter.
-        if world.is_static_founder(id) {
+        if world.is_static_founder(group, id) {
             return false;
         }
-        let s = lock(&self.state);
+        let state = lock(&self.state);
+        let Some(s) = state.groups.get(&group) else {
+            return true;
+        };
         s.possible.iter().all(|set| match set.get(id) {
             None => true,
             Some(v) => {
@@ -258,7 +294,8 @@ fn told(result: &Result<crate::driver::Committed, VoterChangeError>) -> Told {
 }
 
 /// The membership schedule: until `until`, a voter change, a disk loss or a restart with an
-/// edited configuration every 0.3 to 1.5 s.
+/// edited configuration every 0.3 to 1.5 s, divided by the number of live groups (a change in
+/// one of them, drawn; a disk loss or an edit as often per host as with one group).
 pub(super) async fn run_membership(
     world: Arc<World>,
     membership: Arc<Membership>,
@@ -267,32 +304,50 @@ pub(super) async fn run_membership(
 ) {
     let mut rng = SimRng::new(seed ^ 0x6d65_6d62);
     while tokio::time::Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(rng.range(300, 1_500))).await;
-        if rng.chance(0.15) {
+        // Each group sees changes as often as a one-group run does; disks are lost and files
+        // edited per host, as often as ever.
+        let groups = world.live_groups().len().max(1);
+        let pause = rng.range(300, 1_500) / groups as u64;
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        if rng.chance(0.15 / groups as f64) {
             wipe_one(&world, &membership, &mut rng).await;
             continue;
         }
-        if rng.chance(0.1) {
+        if rng.chance(0.1 / groups as f64) {
             restart_edited(&world, &membership, &mut rng).await;
             continue;
         }
-        let Some((leader, set)) = leader_and_set(&world).await else {
+        let Some(group) = pick_group(&world.live_groups(), &mut rng) else {
+            continue;
+        };
+        let Some((leader, set)) = leader_and_set(&world, group).await else {
             continue;
         };
         let Some(change) = pick_change(&world, &set, &mut rng) else {
             continue;
         };
-        world.note(format_args!("change {change:?} asked of {}", leader.id()));
+        let asked = leader.id();
+        world.note(format_args!("{group}: change {change:?} asked of {asked}"));
         let result = leader.change_voters(change.clone(), CHANGE_TIMEOUT).await;
-        world.note(format_args!("change {change:?}: {result:?}"));
-        membership.record(change, told(&result));
+        world.note(format_args!("{group}: change {change:?}: {result:?}"));
+        membership.record(group, change, told(&result));
     }
 }
 
-/// A running replica that believes it leads, and the voter set it acts on.
-async fn leader_and_set(world: &World) -> Option<(Node, VoterSet)> {
+/// One of `groups`, drawn (no draw when there is one, so that a one-group run draws as it
+/// did before groups).
+pub(super) fn pick_group(groups: &[GroupId], rng: &mut SimRng) -> Option<GroupId> {
+    match groups {
+        [] => None,
+        [one] => Some(*one),
+        _ => Some(groups[rng.below(groups.len() as u64) as usize]),
+    }
+}
+
+/// A running replica of `group` that believes it leads, and the voter set it acts on.
+async fn leader_and_set(world: &World, group: GroupId) -> Option<(Node, VoterSet)> {
     for i in 0..world.len() {
-        if let Some((node, _)) = world.live(i) {
+        if let Some((node, _)) = world.live(i, group) {
             if let Some(status) = node.status().await {
                 if status.role == Role::Leader {
                     return Some((node, status.voter_set));
@@ -364,19 +419,23 @@ async fn wipe_one(world: &Arc<World>, membership: &Membership, rng: &mut SimRng)
     });
 }
 
-/// The operator edits one running host's voter list and restarts it: the list becomes only
-/// itself (a standalone file), the set in force, or any ids. Its storage holds a voter set, so
-/// the stored set must win; a later start on a lost disk reads the edited file too.
+/// The operator edits one running host's voter list of one group and restarts the host: the
+/// list becomes only itself (a standalone file), the set in force, or any ids. Its storage
+/// holds a voter set, so the stored set must win; a later start on a lost disk reads the
+/// edited file too.
 async fn restart_edited(world: &Arc<World>, membership: &Membership, rng: &mut SimRng) {
     let i = rng.below(world.len() as u64) as usize;
-    if world.live(i).is_none() {
+    if world.live_host(i).is_none() {
         return;
     }
+    let Some(group) = pick_group(&world.live_groups(), rng) else {
+        return;
+    };
     let id = world.id(i);
     let all: Vec<ReplicaId> = (0..world.len()).map(|j| world.id(j)).collect();
     let voters = match rng.below(3) {
         0 => vec![id],
-        1 => world.learned_voters(i).await,
+        1 => world.learned_voters(i, group).await,
         _ => {
             let picked: Vec<ReplicaId> = all.iter().copied().filter(|_| rng.chance(0.5)).collect();
             if picked.is_empty() {
@@ -387,7 +446,7 @@ async fn restart_edited(world: &Arc<World>, membership: &Membership, rng: &mut S
         }
     };
     world.crash(i).await;
-    world.set_voters_file(i, voters);
+    world.set_voters_file(i, group, voters);
     lock(&membership.state).edits += 1;
     let w = world.clone();
     let down = Duration::from_millis(rng.range(50, 1_000));
@@ -422,30 +481,47 @@ mod tests {
         }
     }
 
+    const G: GroupId = GroupId(3);
+
+    fn following(initial: VoterSet) -> Membership {
+        let m = Membership::default();
+        m.add_group(G, initial);
+        m
+    }
+
+    fn possible(m: &Membership) -> Vec<VoterSet> {
+        lock(&m.state).groups[&G].possible.clone()
+    }
+
     #[test]
     fn outcomes_narrow_and_split_the_possible_sets() {
-        let m = Membership::new(keyed(&[(1, 1)]));
-        m.record(add(2, 2), Told::Unknown);
-        assert_eq!(lock(&m.state).possible.len(), 2, "unknown splits");
-        m.record(add(3, 3), Told::NotApplied);
-        assert_eq!(
-            lock(&m.state).possible.len(),
-            2,
-            "a refusal changes nothing"
-        );
+        let m = following(keyed(&[(1, 1)]));
+        m.record(G, add(2, 2), Told::Unknown);
+        assert_eq!(possible(&m).len(), 2, "unknown splits");
+        m.record(G, add(3, 3), Told::NotApplied);
+        assert_eq!(possible(&m).len(), 2, "a refusal changes nothing");
         // Adding 2 again can only commit where the first add did not take effect.
-        m.record(add(2, 2), Told::Committed);
-        let s = lock(&m.state);
-        assert_eq!(s.possible, vec![keyed(&[(1, 1), (2, 2)])]);
-        assert!(s.violations.is_empty());
+        m.record(G, add(2, 2), Told::Committed);
+        assert_eq!(possible(&m), vec![keyed(&[(1, 1), (2, 2)])]);
+        assert!(lock(&m.state).groups[&G].violations.is_empty());
     }
 
     #[test]
     fn a_commit_no_history_allows_is_a_violation() {
-        let m = Membership::new(keyed(&[(1, 1)]));
-        m.record(add(2, 2), Told::Committed);
-        m.record(add(2, 2), Told::Committed);
+        let m = following(keyed(&[(1, 1)]));
+        m.record(G, add(2, 2), Told::Committed);
+        m.record(G, add(2, 2), Told::Committed);
         let s = lock(&m.state);
-        assert_eq!(s.violations.len(), 1, "{:?}", s.violations);
+        let violations = &s.groups[&G].violations;
+        assert_eq!(violations.len(), 1, "{violations:?}");
+    }
+
+    #[test]
+    fn one_group_draws_nothing() {
+        let mut rng = SimRng::new(9);
+        let mut same = SimRng::new(9);
+        assert_eq!(pick_group(&[G], &mut rng), Some(G));
+        assert_eq!(rng.below(1_000), same.below(1_000));
+        assert_eq!(pick_group(&[], &mut rng), None);
     }
 }

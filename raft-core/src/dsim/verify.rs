@@ -8,14 +8,19 @@
 //! - **session order**: one session's writes that took effect sit in the order it sent them;
 //! - **linearizability** of registers (writes, compare-and-sets, linearizable and lease reads),
 //!   with writes of unknown outcome that took effect as open-ended and the others left out;
-//! - **sequential reads** see only values some applied write produced.
+//! - **sequential reads** see only values some applied write produced;
+//! - **isolation**: no replica of the group applied a record or installed a snapshot of
+//!   another group, and no read saw a value another group's session wrote.
+//!
+//! It runs per group, on that group's history and ledgers.
 
 use std::collections::{BTreeMap, HashMap};
 
 use crate::driver::ReadMode;
 use crate::sim::linearizability::{self, Op, OpKind, Verdict};
+use crate::types::GroupId;
 
-use super::clients::{History, Told, COUNTERS};
+use super::clients::{value_group, History, Told, COUNTERS};
 use super::kv::{Answer, KvOp, Ledger};
 
 /// The verdicts of one run.
@@ -39,6 +44,9 @@ fn agreed_log(ledgers: &[&Ledger], f: &mut Findings) -> BTreeMap<u64, Option<u64
         for c in &ledger.contradictions {
             f.violations.push(format!("replica #{r}: {c}"));
         }
+        for c in &ledger.foreign {
+            f.violations.push(format!("isolation: replica #{r}: {c}"));
+        }
         for (offset, id) in &ledger.applied {
             match log.get(offset) {
                 Some(other) if other != id => f.violations.push(format!(
@@ -53,7 +61,8 @@ fn agreed_log(ledgers: &[&Ledger], f: &mut Findings) -> BTreeMap<u64, Option<u64
     log
 }
 
-pub(super) fn check(history: &History, ledgers: &[&Ledger]) -> Findings {
+/// Checks `group`'s history against the ledgers of its replicas.
+pub(super) fn check(group: GroupId, history: &History, ledgers: &[&Ledger]) -> Findings {
     let mut f = Findings::default();
     let log = agreed_log(ledgers, &mut f);
     let mut placed: HashMap<u64, u64> = HashMap::new();
@@ -163,6 +172,15 @@ pub(super) fn check(history: &History, ledgers: &[&Ledger]) -> Findings {
     for r in &history.reads {
         if COUNTERS.contains(&r.key) {
             continue;
+        }
+        if r.value != 0 && value_group(r.value) != group {
+            f.violations.push(format!(
+                "isolation: a {:?} read of key {} in {group} saw {}, a value {} wrote",
+                r.mode,
+                r.key,
+                r.value,
+                value_group(r.value)
+            ));
         }
         match r.mode {
             ReadMode::Sequential => {

@@ -59,7 +59,7 @@ fn an_emptied_standalone_founder_is_refused_and_with_the_rule_off_forks_the_clus
     assert!(
         r.violations
             .iter()
-            .any(|v| v.starts_with("election safety: epoch e1")),
+            .any(|v| v.starts_with("election safety: g0: epoch e1")),
         "{}",
         summary(&r)
     );
