@@ -191,19 +191,22 @@ impl Ticker {
     /// nothing for [`TICK_EVERY`] while keys have an expiry, or for [`IDLE_TICK_EVERY`].
     pub fn spawn(node: Node, kv: Arc<Kv>, stamper: Arc<Stamper>) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
+            // The role from the node's state channel: no round trip to its task per tick.
+            let state = node.watch();
             let mut every = tokio::time::interval(TICK_EVERY);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 every.tick().await;
-                let Some(status) = node.status().await else {
+                if state.has_changed().is_err() {
+                    // The node stopped: its task, and with it the channel's sender, is gone.
                     return;
-                };
+                }
                 let due = if kv.has_expiries() {
                     TICK_EVERY
                 } else {
                     IDLE_TICK_EVERY
                 };
-                if status.role != Role::Leader || stamper.since_last_stamp() < due {
+                if state.borrow().role != Role::Leader || stamper.since_last_stamp() < due {
                     continue;
                 }
                 // The outcome does not matter: a lost tick is followed by the next one.
