@@ -232,6 +232,17 @@ impl Replica {
                 .is_voter(self.cfg.id, self.cfg.directory)
     }
 
+    /// Whether the leader may key a voter by the directory `p` fetches with, as it does when
+    /// adding or pinning one: caught up within the fetch timeout, and fetching now. A healthy
+    /// fetcher's long polls come back at least every fetch_max_wait, so a key whose replica
+    /// died (a wiped disk's old key, say) stops qualifying after two of them.
+    fn fetching_and_caught_up(&self, p: &Progress, now: Instant) -> bool {
+        let alive = self.cfg.fetch_max_wait * 2 + self.cfg.request_timeout;
+        p.caught_up_at
+            .is_some_and(|t| now.since(t) < self.cfg.fetch_timeout)
+            && p.last_fetch.is_some_and(|t| now.since(t) < alive)
+    }
+
     /// Votes (or durable offsets) that make a majority of the set in force.
     pub(super) fn majority(&self) -> usize {
         self.voters().majority()
@@ -296,15 +307,8 @@ impl Replica {
                     return Err(VoterSetError::Duplicate(id).into());
                 }
                 let seen = l.observers.get(&id).and_then(|p| p.directory);
-                // Caught up within the fetch timeout, and fetching now: a healthy fetcher's long
-                // polls come back at least every fetch_max_wait, so a key whose replica died
-                // (a wiped disk's old key, say) stops qualifying after two of them.
-                let alive = self.cfg.fetch_max_wait * 2 + self.cfg.request_timeout;
                 let caught_up = l.observers.get(&id).is_some_and(|p| {
-                    p.directory == Some(directory)
-                        && p.caught_up_at
-                            .is_some_and(|t| now.since(t) < self.cfg.fetch_timeout)
-                        && p.last_fetch.is_some_and(|t| now.since(t) < alive)
+                    p.directory == Some(directory) && self.fetching_and_caught_up(p, now)
                 });
                 if !caught_up {
                     return Err(MembershipError::NotCaughtUp {
@@ -321,24 +325,17 @@ impl Replica {
             }
             VoterChange::Remove { id, directory } => current.with_removed(id, directory)?,
             VoterChange::PinDirectories => {
-                let (alive, fetch_timeout) = (
-                    self.cfg.fetch_max_wait * 2 + self.cfg.request_timeout,
-                    self.cfg.fetch_timeout,
-                );
                 let mut next = current.clone();
                 let mut waiting = Vec::new();
-                for (id, v) in current.iter().filter(|(_, v)| v.directory.is_none()) {
+                for (id, _) in current.iter().filter(|(_, v)| v.directory.is_none()) {
                     let directory = if id == self.cfg.id {
                         self.cfg.directory
                     } else {
-                        l.voters.get(&id).and_then(|p| {
-                            let caught_up =
-                                p.caught_up_at.is_some_and(|t| now.since(t) < fetch_timeout)
-                                    && p.last_fetch.is_some_and(|t| now.since(t) < alive);
-                            p.directory.filter(|_| caught_up)
-                        })
+                        l.voters
+                            .get(&id)
+                            .filter(|p| self.fetching_and_caught_up(p, now))
+                            .and_then(|p| p.directory)
                     };
-                    debug_assert!(v.directory.is_none());
                     match directory {
                         Some(d) => next = next.with_pinned(id, d)?,
                         None => waiting.push(id),
