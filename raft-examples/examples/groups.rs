@@ -330,9 +330,7 @@ async fn host(id: ReplicaId, dir: &Path, groups: u64, base_port: u16) -> Result<
         .map(|g| (*g, host.group(*g).expect("opened above")))
         .collect();
     let writes = nodes.iter().map(|(g, node)| add_one(*g, node.clone()));
-    for done in futures_join(writes).await {
-        done?;
-    }
+    futures_util::future::try_join_all(writes).await?;
     let want = 3 * round;
     for (g, node) in &nodes {
         await_count(*g, node, &counters[g], want).await?;
@@ -354,21 +352,6 @@ async fn host(id: ReplicaId, dir: &Path, groups: u64, base_port: u16) -> Result<
     let _ = tokio::io::stdin().read_to_end(&mut sink).await;
     host.shutdown().await;
     Ok(())
-}
-
-/// Runs the futures side by side and collects their results in order.
-async fn futures_join<F: std::future::Future + Send + 'static>(
-    futures: impl Iterator<Item = F>,
-) -> Vec<F::Output>
-where
-    F::Output: Send + 'static,
-{
-    let handles: Vec<_> = futures.map(tokio::spawn).collect();
-    let mut out = Vec::new();
-    for h in handles {
-        out.push(h.await.expect("a write task panicked"));
-    }
-    out
 }
 
 /// Adds 1 to the group's counter, retrying while the group has no leader yet (a refusal: the
